@@ -1,0 +1,85 @@
+# kvbench - one Makefile. Targets:
+#   all (default)  build build/kvbench
+#   test           install what is missing, fetch the default model, build, run every test
+#   check          build and run the tests only (no installs, no download)
+#   sanitize       the test suite under AddressSanitizer + UndefinedBehaviorSanitizer
+#   model          fetch the default model into models/ (idempotent, sha256-checked)
+#   deps           install missing Debian/PyPI packages (apt-get only as root)
+#   bench          kvbench bench engine + methods on the default model
+#   plots          kvbench plot RUN=results/<run>
+#   fuzz           run every fuzz target for a bounded time (clang libFuzzer)
+#   clean
+# Variables: BUILD (output dir), OPT (optimisation flags), WERROR=1 (CI), CC.
+
+BUILD  ?= build
+CC     ?= gcc
+OPT    ?= -O2 -march=native
+SAN    ?=
+CFLAGS  = -std=c11 $(OPT) $(SAN) -g -Wall -Wextra $(if $(WERROR),-Werror) -fopenmp \
+          -D_GNU_SOURCE -I. $(EXTRA_CFLAGS)
+LDLIBS  = -lopenblas -lcjson -lcsv -lm -lpthread
+
+LIB_SRC  := $(sort $(filter-out harness/main.c,$(wildcard harness/*.c harness/*/*.c \
+              methods/*.c kernels/*.c kernels/*/*.c datasets/*.c)))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
+TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+TEST_SUPPORT := $(wildcard tests/unit/support/*.c)
+
+MODEL_FILE := models/SmolLM2-135M-Instruct.Q4_1.gguf
+
+.PHONY: all test check sanitize model deps bench plots fuzz clean
+.DEFAULT_GOAL := all
+
+all: $(BUILD)/kvbench
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libkvbench.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/kvbench: $(BUILD)/obj/harness/main.o $(BUILD)/libkvbench.a
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(TEST_SUPPORT) $(BUILD)/libkvbench.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit $< $(TEST_SUPPORT) $(BUILD)/libkvbench.a -o $@ $(LDLIBS)
+
+tests: $(TEST_BIN)
+
+deps:
+	@bash scripts/deps.sh
+
+model:
+	@bash scripts/fetch_model.sh
+
+# The README's test command: set-up from nothing, then every test.
+test: deps model
+	@$(MAKE) --no-print-directory check
+
+check: all tests
+	@bash tests/run.sh $(BUILD)
+
+sanitize:
+	@$(MAKE) --no-print-directory BUILD=build-san OPT="-O1 -march=native" \
+	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	  check
+
+bench: all model
+	$(BUILD)/kvbench bench engine -m $(MODEL_FILE)
+	$(BUILD)/kvbench bench methods -m $(MODEL_FILE)
+
+plots: all
+	@test -n "$(RUN)" || { echo "usage: make plots RUN=results/<run>" >&2; exit 2; }
+	$(BUILD)/kvbench plot $(RUN)
+
+fuzz:
+	@bash tests/fuzz/run.sh
+
+clean:
+	rm -rf build build-san build-fuzz
+
+-include $(LIB_OBJ:.o=.d) $(BUILD)/obj/harness/main.d

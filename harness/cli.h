@@ -1,0 +1,26 @@
+/* cli.h - the kvbench subcommands (one file each: harness/cmd_<name>.c).
+ * Each returns the process exit code: 0 ok, 1 runtime failure, 2 bad usage or
+ * bad input. Errors go to stderr as "kvbench <cmd>: <message>". */
+#ifndef KB_CLI_H
+#define KB_CLI_H
+
+int cmd_info(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_replay(int argc, char **argv);
+int cmd_score(int argc, char **argv);
+int cmd_sweep(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
+
+/* Shared helpers for the subcommands (harness/cli.c). */
+/* The model to use: --model/-m value, else $KVBENCH_MODEL, else the default
+ * models/SmolLM2-135M-Instruct.Q4_1.gguf. */
+const char *cli_model_path(const char *opt);
+/* Strict number parsing for option values: whole string must parse and lie in
+ * [lo, hi]; otherwise prints "kvbench <cmd>: --<opt> expects ..." and returns 2. */
+int cli_parse_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
+int cli_parse_double(const char *cmd, const char *opt, const char *s, double lo, double hi,
+                     double *out);
+
+#endif

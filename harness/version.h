@@ -1,0 +1,4 @@
+#ifndef KB_VERSION_H
+#define KB_VERSION_H
+#define KVBENCH_VERSION "0.1.0"
+#endif

@@ -1,0 +1,197 @@
+/* kb_base.c - errors, dtype helpers, fp16/bf16 conversion, checked allocation. */
+#include "kernels/kb_base.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+int kb_fail(kb_err *e, int code, const char *fmt, ...) {
+    if (e) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+        va_end(ap);
+        e->code = code;
+    }
+    return code;
+}
+
+int kb_err_prefix(kb_err *e, const char *fmt, ...) {
+    if (!e) return KB_ERUNTIME;
+    char pre[512], old[sizeof e->msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(pre, sizeof pre, fmt, ap);
+    va_end(ap);
+    memcpy(old, e->msg, sizeof old);
+    size_t np = strnlen(pre, sizeof pre - 1), cap = sizeof e->msg - 1;
+    size_t off = KB_MIN(np, cap);
+    memcpy(e->msg, pre, off);
+    if (off + 2 <= cap) {
+        memcpy(e->msg + off, ": ", 2);
+        off += 2;
+    }
+    size_t no = strnlen(old, sizeof old - 1);
+    if (no > cap - off) no = cap - off;
+    memcpy(e->msg + off, old, no);
+    e->msg[off + no] = 0;
+    return e->code ? e->code : KB_ERUNTIME;
+}
+
+void kb_err_clear(kb_err *e) {
+    if (e) {
+        e->code = 0;
+        e->msg[0] = 0;
+    }
+}
+
+size_t kb_dtype_size(kb_dtype t) { return t == KB_F32 ? 4 : 2; }
+
+const char *kb_dtype_name(kb_dtype t) {
+    switch (t) {
+    case KB_F32: return "f32";
+    case KB_F16: return "f16";
+    case KB_BF16: return "bf16";
+    }
+    return "?";
+}
+
+int kb_dtype_parse(const char *s, kb_dtype *out) {
+    if (!strcmp(s, "f32")) *out = KB_F32;
+    else if (!strcmp(s, "f16")) *out = KB_F16;
+    else if (!strcmp(s, "bf16")) *out = KB_BF16;
+    else return KB_EINPUT;
+    return 0;
+}
+
+float kb_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1f;
+    uint32_t man = h & 0x3ff;
+    uint32_t u;
+    if (exp == 0) {
+        if (man == 0) {
+            u = sign;
+        } else { /* subnormal: normalise */
+            int e = -1;
+            do {
+                e++;
+                man <<= 1;
+            } while (!(man & 0x400));
+            man &= 0x3ff;
+            u = sign | ((uint32_t)(127 - 15 - e) << 23) | (man << 13);
+        }
+    } else if (exp == 31) {
+        u = sign | 0x7f800000u | (man << 13);
+    } else {
+        u = sign | ((exp + 112) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+uint16_t kb_f32_to_f16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t sign = (u >> 16) & 0x8000;
+    uint32_t exp = (u >> 23) & 0xff;
+    uint32_t man = u & 0x7fffff;
+    if (exp == 0xff) /* inf or nan */
+        return (uint16_t)(sign | 0x7c00 | (man ? 0x200 | (man >> 13) : 0));
+    int e = (int)exp - 127 + 15;
+    if (e >= 31) return (uint16_t)(sign | 0x7c00); /* overflow -> inf */
+    if (e <= 0) {                                   /* subnormal or zero */
+        if (e < -10) return (uint16_t)sign;
+        man |= 0x800000;
+        int shift = 14 - e;
+        uint32_t half = man >> shift;
+        uint32_t rem = man & ((1u << shift) - 1);
+        uint32_t mid = 1u << (shift - 1);
+        if (rem > mid || (rem == mid && (half & 1))) half++;
+        return (uint16_t)(sign | half);
+    }
+    uint32_t half = sign | ((uint32_t)e << 10) | (man >> 13);
+    uint32_t rem = man & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) half++; /* may carry into exp: correct */
+    return (uint16_t)half;
+}
+
+uint16_t kb_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)((u >> 16) | 0x40); /* quiet nan */
+    u += 0x7fff + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+
+void kb_convert_to_f32(kb_dtype t, const void *src, float *dst, size_t n) {
+    if (t == KB_F32) {
+        memcpy(dst, src, n * 4);
+    } else if (t == KB_F16) {
+        const uint16_t *s = src;
+        for (size_t i = 0; i < n; i++) dst[i] = kb_f16_to_f32(s[i]);
+    } else {
+        const uint16_t *s = src;
+        for (size_t i = 0; i < n; i++) dst[i] = kb_bf16_to_f32(s[i]);
+    }
+}
+
+void kb_convert_from_f32(kb_dtype t, const float *src, void *dst, size_t n) {
+    if (t == KB_F32) {
+        memcpy(dst, src, n * 4);
+    } else if (t == KB_F16) {
+        uint16_t *d = dst;
+        for (size_t i = 0; i < n; i++) d[i] = kb_f32_to_f16(src[i]);
+    } else {
+        uint16_t *d = dst;
+        for (size_t i = 0; i < n; i++) d[i] = kb_f32_to_bf16(src[i]);
+    }
+}
+
+static void oom(size_t n, const char *file, int line) {
+    fprintf(stderr, "kvbench: out of memory allocating %zu bytes at %s:%d\n", n, file, line);
+    exit(KB_ERUNTIME);
+}
+
+void *kb_malloc_or_die(size_t n, const char *file, int line) {
+    void *p = malloc(n ? n : 1);
+    if (!p) oom(n, file, line);
+    return p;
+}
+
+void *kb_calloc_or_die(size_t n, size_t sz, const char *file, int line) {
+    void *p = calloc(n ? n : 1, sz ? sz : 1);
+    if (!p) oom(n * sz, file, line);
+    return p;
+}
+
+void *kb_realloc_or_die(void *p, size_t n, const char *file, int line) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) oom(n, file, line);
+    return q;
+}
+
+void *kb_amalloc(size_t n, const char *file, int line) {
+    void *p = NULL;
+    size_t r = (n + 63) & ~(size_t)63;
+    if (posix_memalign(&p, 64, r ? r : 64)) oom(n, file, line);
+    return p;
+}
+
+void kb_afree(void *p) { free(p); }
+
+char *kb_strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = KB_MALLOC(n);
+    memcpy(d, s, n);
+    return d;
+}
+
+double kb_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}

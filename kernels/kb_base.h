@@ -1,0 +1,73 @@
+/* kb_base.h - foundation shared by every layer of kvbench: error reporting,
+ * element types, fp16/bf16 conversion, checked allocation.
+ *
+ * Error convention: library functions return 0 on success or an exit-code-like
+ * value (KB_ERUNTIME = 1, KB_EINPUT = 2) and fill a kb_err with a message that
+ * names the file, key or line and says what was expected. Only main() and
+ * tests exit. */
+#ifndef KB_BASE_H
+#define KB_BASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { KB_OK = 0, KB_ERUNTIME = 1, KB_EINPUT = 2 };
+
+typedef struct kb_err {
+    int code;        /* 0, KB_ERUNTIME or KB_EINPUT */
+    char msg[1024];  /* human-readable reason, no trailing newline */
+} kb_err;
+
+/* Formats msg into e (if non-NULL) and returns code. */
+int kb_fail(kb_err *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Prepends "prefix: " to an existing message (adds context while unwinding). */
+int kb_err_prefix(kb_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void kb_err_clear(kb_err *e);
+
+/* Element type of KV tensors and activations handed between layers. */
+typedef enum kb_dtype { KB_F32 = 0, KB_F16 = 1, KB_BF16 = 2 } kb_dtype;
+size_t kb_dtype_size(kb_dtype t);
+const char *kb_dtype_name(kb_dtype t);
+int kb_dtype_parse(const char *s, kb_dtype *out); /* "f32"/"f16"/"bf16"; 0 ok */
+
+/* IEEE binary16 <-> binary32, round-to-nearest-even, bit exact (no intrinsics). */
+float kb_f16_to_f32(uint16_t h);
+uint16_t kb_f32_to_f16(float f);
+static inline float kb_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+uint16_t kb_f32_to_bf16(float f);
+
+/* Convert n elements between dtypes (f32 <-> f16/bf16). */
+void kb_convert_to_f32(kb_dtype src_t, const void *src, float *dst, size_t n);
+void kb_convert_from_f32(kb_dtype dst_t, const float *src, void *dst, size_t n);
+
+/* Checked allocation: aborts with a message naming the call site on failure
+ * (out-of-memory is not recoverable for a benchmark harness; callers that can
+ * fail gracefully, e.g. context-size checks, test sizes before allocating). */
+#define KB_MALLOC(n) kb_malloc_or_die((n), __FILE__, __LINE__)
+#define KB_CALLOC(n, sz) kb_calloc_or_die((n), (sz), __FILE__, __LINE__)
+#define KB_REALLOC(p, n) kb_realloc_or_die((p), (n), __FILE__, __LINE__)
+void *kb_malloc_or_die(size_t n, const char *file, int line);
+void *kb_calloc_or_die(size_t n, size_t sz, const char *file, int line);
+void *kb_realloc_or_die(void *p, size_t n, const char *file, int line);
+/* 64-byte aligned allocation (free with kb_afree). */
+void *kb_amalloc(size_t n, const char *file, int line);
+#define KB_AMALLOC(n) kb_amalloc((n), __FILE__, __LINE__)
+void kb_afree(void *p);
+
+char *kb_strdup(const char *s);
+
+/* Monotonic wall clock in seconds. */
+double kb_now(void);
+
+#define KB_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define KB_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define KB_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif

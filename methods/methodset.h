@@ -1,0 +1,41 @@
+/* methodset.h - one method's per-layer states for one model: the attention
+ * backend the engine decodes through.
+ *
+ * Built from the shared exact prefill; layers < skip_layers use the `full`
+ * method (the method itself never sees them). A later turn's prefill attends,
+ * per query head, to what the method retains plus the new tokens, then each
+ * layer's state is extended (methods.md §6). */
+#ifndef KB_METHODSET_H
+#define KB_METHODSET_H
+
+#include "methods/backend.h"
+#include "methods/method.h"
+#include "methods/prefill.h"
+
+typedef struct kb_methodset kb_methodset;
+
+/* Sums over layers of kb_account (per-layer means averaged). */
+typedef struct kb_cell_account {
+    double resident_tokens; /* per KV head, mean over layers */
+    double resident_bytes;  /* all layers */
+    double read_tokeq;      /* per KV head per step, mean over layers */
+    double read_bytes;      /* all layers, last step */
+    double attended;        /* per query head, mean over layers */
+} kb_cell_account;
+
+/* ctx: model-wide fields (n_layers, Hq, Hkv, D, kv_dtype, L_prompt, N_new, S,
+ * n_ctx); the layer field is filled per layer. */
+int methodset_build(const kb_method_params *p, const kb_method_ctx *ctx, const kb_prefill *pf,
+                    kb_methodset **out, kb_err *err);
+kb_attn_backend methodset_backend(kb_methodset *m);
+long methodset_mark(kb_methodset *m);
+void methodset_rollback(kb_methodset *m, long mark);
+void methodset_account(kb_methodset *m, kb_cell_account *acc);
+/* Per-layer accounting of the last step (selected indices for fidelity). */
+void methodset_layer_account(kb_methodset *m, int layer, kb_account *acc);
+/* The state of a layer and its ops (fidelity instruments read the cache). */
+const kb_method_ops *methodset_layer_ops(kb_methodset *m, int layer);
+void *methodset_layer_state(kb_methodset *m, int layer);
+void methodset_free(kb_methodset *m);
+
+#endif

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Installs what kvbench needs on a fresh Debian machine: Debian packages with
+# apt-get (only when run as root and something is missing) and the Python
+# packages the tests use as independent references (numpy, gguf, tokenizers,
+# rouge, regex, pytest). Idempotent: does nothing when all is present.
+set -euo pipefail
+
+# header-or-command  package
+need=(
+  "/usr/include/cjson/cJSON.h libcjson-dev"
+  "/usr/include/csv.h libcsv-dev"
+  "/usr/include/x86_64-linux-gnu/cblas.h libopenblas-dev"
+  "cmd:gnuplot gnuplot-nox"
+  "cmd:gcc gcc"
+  "cmd:make make"
+  "cmd:python3 python3"
+  "cmd:unzip unzip"
+  "/usr/share/games/fortunes/fortunes fortunes-min"
+  "/usr/share/wordnet/index.noun wordnet-base"
+  "/usr/share/dict/american-english wamerican"
+)
+missing=()
+for entry in "${need[@]}"; do
+  what=${entry% *}; pkg=${entry##* }
+  if [[ $what == cmd:* ]]; then
+    command -v "${what#cmd:}" >/dev/null 2>&1 || missing+=("$pkg")
+  else
+    [[ -e $what ]] || missing+=("$pkg")
+  fi
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    echo "deps: installing Debian packages: ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" python3-pip >/dev/null
+  else
+    echo "deps: missing Debian packages: ${missing[*]}" >&2
+    echo "deps: install them with: sudo apt-get install ${missing[*]}" >&2
+    exit 2
+  fi
+fi
+
+py_missing=()
+python3 -c 'import numpy' 2>/dev/null || py_missing+=(numpy)
+python3 -c 'import gguf' 2>/dev/null || py_missing+=(gguf)
+python3 -c 'import tokenizers' 2>/dev/null || py_missing+=(tokenizers)
+python3 -c 'import rouge' 2>/dev/null || py_missing+=("rouge==1.0.1")
+python3 -c 'import regex' 2>/dev/null || py_missing+=(regex)
+python3 -c 'import pytest' 2>/dev/null || py_missing+=(pytest)
+if ((${#py_missing[@]})); then
+  echo "deps: installing Python test packages: ${py_missing[*]}" >&2
+  pip_flags=(--quiet --disable-pip-version-check)
+  # Debian's system Python refuses plain pip installs (PEP 668).
+  if python3 -m pip install "${pip_flags[@]}" "${py_missing[@]}" 2>/tmp/kvbench-pip.err; then :
+  elif grep -q externally-managed /tmp/kvbench-pip.err; then
+    python3 -m pip install "${pip_flags[@]}" --break-system-packages "${py_missing[@]}"
+  else
+    cat /tmp/kvbench-pip.err >&2
+    echo "deps: pip could not install ${py_missing[*]} (is PyPI reachable?)" >&2
+    exit 1
+  fi
+fi
+exit 0

@@ -1,0 +1,13 @@
+/* check.c - counters and summary for check.h. */
+#include "check.h"
+
+int check_failures = 0, check_count = 0;
+
+int check_summary(const char *name) {
+    if (check_failures) {
+        fprintf(stderr, "%s: %d of %d checks FAILED\n", name, check_failures, check_count);
+        return 1;
+    }
+    printf("%s: all %d checks ok\n", name, check_count);
+    return 0;
+}

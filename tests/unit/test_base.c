@@ -1,0 +1,76 @@
+/* test_base.c - fp16/bf16 conversion against independent definitions. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "check.h"
+#include "kernels/kb_base.h"
+#include "kernels/kvstream.h"
+
+/* Independent fp16 decode: value = (-1)^s * 2^(e-15) * (1 + m/1024), or subnormal. */
+static double f16_value(uint16_t h) {
+    int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+    double v;
+    if (e == 0) v = ldexp((double)m, -24);
+    else if (e == 31) v = m ? NAN : INFINITY;
+    else v = ldexp(1.0 + m / 1024.0, e - 15);
+    return s ? -v : v;
+}
+
+int main(void) {
+    /* every half value decodes to its mathematical value */
+    int bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        double want = f16_value((uint16_t)h);
+        float got = kb_f16_to_f32((uint16_t)h);
+        if (isnan(want) ? !isnan(got) : (double)got != want) bad++;
+    }
+    CHECK_EQ_INT(bad, 0);
+    /* round trip of every finite half is exact */
+    bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        if (((h >> 10) & 31) == 31) continue;
+        if (kb_f32_to_f16(kb_f16_to_f32((uint16_t)h)) != h) bad++;
+    }
+    CHECK_EQ_INT(bad, 0);
+    /* f32 -> f16 picks the nearest half (ties to even) - brute force over halves */
+    srand(1);
+    bad = 0;
+    for (int i = 0; i < 20000; i++) {
+        float x = (float)((rand() / (double)RAND_MAX - 0.5) * ldexp(1.0, rand() % 40 - 26));
+        uint16_t h = kb_f32_to_f16(x);
+        double err = fabs(f16_value(h) - x);
+        /* neighbours must not be strictly closer */
+        for (int d = -1; d <= 1; d += 2) {
+            uint16_t n = (uint16_t)(h + d);
+            if (((n >> 10) & 31) == 31 || (n & 0x7fff) == 0x7fff) continue;
+            if ((n ^ h) & 0x8000) continue;
+            double e2 = fabs(f16_value(n) - x);
+            if (e2 < err || (e2 == err && (h & 1))) bad++;
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(kb_f32_to_f16(65520.0f), 0x7c00);  /* rounds to inf */
+    CHECK_EQ_INT(kb_f32_to_f16(65504.0f), 0x7bff);
+    CHECK_EQ_INT(kb_f32_to_bf16(1.0f), 0x3f80);
+    CHECK(kb_bf16_to_f32(0x4049) == 3.140625f);
+
+    /* kvstream append / gather / truncate */
+    kb_kvstream s, t;
+    kvstream_init(&s, KB_F16, 4, 0);
+    kvstream_init(&t, KB_F16, 4, 0);
+    for (int i = 0; i < 100; i++) {
+        float k[4] = {(float)i, 1, 2, 3}, v[4] = {(float)-i, 0, 0, 0};
+        kvstream_append_f32(&s, k, v, 1000 + i);
+    }
+    int32_t idx[3] = {5, 99, 0};
+    kvstream_append_rows(&t, &s, idx, 3);
+    float k[4], v[4];
+    kvstream_get_f32(&t, 1, k, v);
+    CHECK(k[0] == 99.0f && v[0] == -99.0f && t.pos[1] == 1099);
+    kvstream_truncate(&s, 10);
+    CHECK_EQ_INT(s.n, 10);
+    CHECK_EQ_INT(kvstream_bytes(&t), 2 * 3 * 4 * 2);
+    kvstream_free(&s);
+    kvstream_free(&t);
+    return check_summary("test_base");
+}
