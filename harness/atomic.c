@@ -1,0 +1,74 @@
+/* atomic.c - temp file + fsync + rename (atomic.h). */
+#include "harness/atomic.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int atomic_open(kb_atomic_file *a, const char *path, kb_err *err) {
+    memset(a, 0, sizeof *a);
+    if (strlen(path) >= sizeof a->path) return kb_fail(err, KB_EINPUT, "%s: path too long", path);
+    strcpy(a->path, path);
+    snprintf(a->tmp, sizeof a->tmp, "%s.tmp.%ld", path, (long)getpid());
+    a->f = fopen(a->tmp, "wb");
+    if (!a->f)
+        return kb_fail(err, KB_ERUNTIME, "%s: cannot create: %s", a->tmp, strerror(errno));
+    return 0;
+}
+
+int atomic_commit(kb_atomic_file *a, kb_err *err) {
+    if (!a->f) return kb_fail(err, KB_ERUNTIME, "%s: not open", a->path);
+    int bad = fflush(a->f) != 0 || ferror(a->f);
+    if (!bad) bad = fsync(fileno(a->f)) != 0;
+    int e = errno;
+    bad |= fclose(a->f) != 0;
+    a->f = NULL;
+    if (bad) {
+        unlink(a->tmp);
+        return kb_fail(err, KB_ERUNTIME, "%s: write failed: %s", a->path, strerror(e));
+    }
+    if (rename(a->tmp, a->path)) {
+        e = errno;
+        unlink(a->tmp);
+        return kb_fail(err, KB_ERUNTIME, "%s: rename failed: %s", a->path, strerror(e));
+    }
+    return 0;
+}
+
+void atomic_abort(kb_atomic_file *a) {
+    if (a->f) {
+        fclose(a->f);
+        a->f = NULL;
+        unlink(a->tmp);
+    }
+}
+
+int atomic_write(const char *path, const void *data, size_t len, kb_err *err) {
+    kb_atomic_file a;
+    int rc = atomic_open(&a, path, err);
+    if (rc) return rc;
+    if (len && fwrite(data, 1, len, a.f) != len) {
+        atomic_abort(&a);
+        return kb_fail(err, KB_ERUNTIME, "%s: write failed", path);
+    }
+    return atomic_commit(&a, err);
+}
+
+int make_dirs(const char *path, kb_err *err) {
+    char buf[4096];
+    if (strlen(path) >= sizeof buf) return kb_fail(err, KB_EINPUT, "%s: path too long", path);
+    strcpy(buf, path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0777) && errno != EEXIST)
+            return kb_fail(err, KB_ERUNTIME, "%s: cannot create directory: %s", buf,
+                           strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0777) && errno != EEXIST)
+        return kb_fail(err, KB_ERUNTIME, "%s: cannot create directory: %s", buf, strerror(errno));
+    return 0;
+}

@@ -1,0 +1,26 @@
+/* atomic.h - output files that are never half-written: write to a temporary
+ * file next to the target, fsync, then rename over the target. On error or
+ * abort the temporary is removed and the target is left as it was. */
+#ifndef KB_ATOMIC_H
+#define KB_ATOMIC_H
+
+#include <stdio.h>
+
+#include "kernels/kb_base.h"
+
+typedef struct kb_atomic_file {
+    FILE *f;            /* write here */
+    char path[4096];    /* final name */
+    char tmp[4200];     /* temporary name */
+} kb_atomic_file;
+
+int atomic_open(kb_atomic_file *a, const char *path, kb_err *err);
+/* Flush, fsync, rename. Returns KB_ERUNTIME (and removes the temp) on failure. */
+int atomic_commit(kb_atomic_file *a, kb_err *err);
+void atomic_abort(kb_atomic_file *a);
+/* Writes len bytes to path atomically. */
+int atomic_write(const char *path, const void *data, size_t len, kb_err *err);
+/* mkdir -p */
+int make_dirs(const char *path, kb_err *err);
+
+#endif

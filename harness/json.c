@@ -1,0 +1,269 @@
+/* json.c - cJSON helpers with errors naming file, line and key (json.h). */
+#include "harness/json.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int file_read_all(const char *path, char **out, size_t *len, kb_err *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return kb_fail(err, KB_EINPUT, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = KB_MALLOC(cap);
+    for (;;) {
+        if (n + 1 >= cap) buf = KB_REALLOC(buf, cap *= 2);
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+        if (r == 0) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return kb_fail(err, KB_EINPUT, "%s: read error", path);
+    }
+    buf[n] = 0;
+    *out = buf;
+    if (len) *len = n;
+    return 0;
+}
+
+static void line_col(const char *text, const char *at, long *line, long *col) {
+    *line = 1;
+    *col = 1;
+    for (const char *p = text; p < at && *p; p++) {
+        if (*p == '\n') {
+            (*line)++;
+            *col = 1;
+        } else {
+            (*col)++;
+        }
+    }
+}
+
+int json_parse(const char *text, size_t len, const char *name, cJSON **out, kb_err *err) {
+    const char *end = NULL;
+    if (memchr(text, 0, len))
+        return kb_fail(err, KB_EINPUT, "%s: contains a NUL byte; expected JSON text", name);
+    cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!j) {
+        const char *at = cJSON_GetErrorPtr();
+        if (!at || at < text || at > text + len) at = text + len;
+        long line, col;
+        line_col(text, at, &line, &col);
+        return kb_fail(err, KB_EINPUT, "%s:%ld:%ld: invalid JSON near '%.20s'", name, line, col,
+                       at);
+    }
+    /* trailing garbage other than whitespace */
+    while (end && end < text + len && (*end == ' ' || *end == '\n' || *end == '\t' || *end == '\r'))
+        end++;
+    if (end && end < text + len) {
+        long line, col;
+        line_col(text, end, &line, &col);
+        cJSON_Delete(j);
+        return kb_fail(err, KB_EINPUT, "%s:%ld:%ld: unexpected text after the JSON value", name,
+                       line, col);
+    }
+    *out = j;
+    return 0;
+}
+
+int json_load_file(const char *path, cJSON **out, kb_err *err) {
+    char *text;
+    size_t len;
+    int rc = file_read_all(path, &text, &len, err);
+    if (rc) return rc;
+    rc = json_parse(text, len, path, out, err);
+    free(text);
+    return rc;
+}
+
+static int in_list(const char *k, const char *const *list) {
+    for (; list && *list; list++)
+        if (!strcmp(k, *list)) return 1;
+    return 0;
+}
+
+int json_check_keys(const cJSON *obj, const char *where, const char *const *allowed,
+                    const char *const *allowed2, kb_err *err) {
+    if (!cJSON_IsObject(obj)) return kb_fail(err, KB_EINPUT, "%s: expected a JSON object", where);
+    for (const cJSON *c = obj->child; c; c = c->next) {
+        if (!c->string) continue;
+        if (!in_list(c->string, allowed) && !in_list(c->string, allowed2)) {
+            char known[512] = "";
+            size_t off = 0;
+            for (int pass = 0; pass < 2; pass++)
+                for (const char *const *l = pass ? allowed2 : allowed; l && *l; l++) {
+                    int w = snprintf(known + off, sizeof known - off, "%s%s", off ? ", " : "", *l);
+                    if (w < 0 || (size_t)w >= sizeof known - off) break;
+                    off += (size_t)w;
+                }
+            return kb_fail(err, KB_EINPUT, "%s: unknown key '%s' (known keys: %s)", where,
+                           c->string, known);
+        }
+    }
+    return 0;
+}
+
+static const char *type_name(const cJSON *v) {
+    if (cJSON_IsString(v)) return "a string";
+    if (cJSON_IsNumber(v)) return "a number";
+    if (cJSON_IsBool(v)) return "a boolean";
+    if (cJSON_IsArray(v)) return "an array";
+    if (cJSON_IsObject(v)) return "an object";
+    if (cJSON_IsNull(v)) return "null";
+    return "something else";
+}
+
+int json_as_int(const cJSON *v, const char *where, const char *key, long lo, long hi, long *out,
+                kb_err *err) {
+    if (!cJSON_IsNumber(v))
+        return kb_fail(err, KB_EINPUT, "%s: key '%s': expected an integer in [%ld, %ld], got %s",
+                       where, key, lo, hi, type_name(v));
+    double d = v->valuedouble;
+    if (!isfinite(d) || d != floor(d) || d < (double)lo || d > (double)hi)
+        return kb_fail(err, KB_EINPUT, "%s: key '%s': expected an integer in [%ld, %ld], got %g",
+                       where, key, lo, hi, d);
+    *out = (long)d;
+    return 0;
+}
+
+static const cJSON *lookup(const cJSON *obj, const char *where, const char *key, int required,
+                           int *rc, kb_err *err) {
+    *rc = 0;
+    const cJSON *v = cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, key) : NULL;
+    if (!v && required) *rc = kb_fail(err, KB_EINPUT, "%s: missing required key '%s'", where, key);
+    return v;
+}
+
+int json_get_int(const cJSON *obj, const char *where, const char *key, int required, long lo,
+                 long hi, long def, long *out, kb_err *err) {
+    int rc;
+    const cJSON *v = lookup(obj, where, key, required, &rc, err);
+    if (rc) return rc;
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    return json_as_int(v, where, key, lo, hi, out, err);
+}
+
+int json_get_double(const cJSON *obj, const char *where, const char *key, int required,
+                    double lo, double hi, double def, double *out, kb_err *err) {
+    int rc;
+    const cJSON *v = lookup(obj, where, key, required, &rc, err);
+    if (rc) return rc;
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < lo ||
+        v->valuedouble > hi) {
+        if (cJSON_IsNumber(v))
+            return kb_fail(err, KB_EINPUT, "%s: key '%s': expected a number in [%g, %g], got %g",
+                           where, key, lo, hi, v->valuedouble);
+        return kb_fail(err, KB_EINPUT, "%s: key '%s': expected a number in [%g, %g], got %s",
+                       where, key, lo, hi, type_name(v));
+    }
+    *out = v->valuedouble;
+    return 0;
+}
+
+int json_get_bool(const cJSON *obj, const char *where, const char *key, int required, int def,
+                  int *out, kb_err *err) {
+    int rc;
+    const cJSON *v = lookup(obj, where, key, required, &rc, err);
+    if (rc) return rc;
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    if (!cJSON_IsBool(v))
+        return kb_fail(err, KB_EINPUT, "%s: key '%s': expected true or false, got %s", where, key,
+                       type_name(v));
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
+int json_get_string(const cJSON *obj, const char *where, const char *key, int required,
+                    const char *def, const char **out, kb_err *err) {
+    int rc;
+    const cJSON *v = lookup(obj, where, key, required, &rc, err);
+    if (rc) return rc;
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    if (!cJSON_IsString(v))
+        return kb_fail(err, KB_EINPUT, "%s: key '%s': expected a string, got %s", where, key,
+                       type_name(v));
+    *out = v->valuestring;
+    return 0;
+}
+
+int json_get_string_array(const cJSON *obj, const char *where, const char *key, int required,
+                          const char ***out, int *n, kb_err *err) {
+    int rc;
+    const cJSON *v = lookup(obj, where, key, required, &rc, err);
+    *out = NULL;
+    *n = 0;
+    if (rc || !v) return rc;
+    if (!cJSON_IsArray(v))
+        return kb_fail(err, KB_EINPUT, "%s: key '%s': expected an array of strings, got %s", where,
+                       key, type_name(v));
+    int cnt = cJSON_GetArraySize(v), i = 0;
+    const char **arr = KB_CALLOC((size_t)cnt + 1, sizeof *arr);
+    for (const cJSON *c = v->child; c; c = c->next, i++) {
+        if (!cJSON_IsString(c)) {
+            free(arr);
+            return kb_fail(err, KB_EINPUT, "%s: key '%s'[%d]: expected a string, got %s", where,
+                           key, i, type_name(c));
+        }
+        arr[i] = c->valuestring;
+    }
+    *out = arr;
+    *n = cnt;
+    return 0;
+}
+
+int jsonl_foreach(const char *path, json_line_fn fn, void *ctx, kb_err *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return kb_fail(err, KB_EINPUT, "%s: cannot open: %s", path, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    long lineno = 0;
+    int rc = 0;
+    while ((len = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        size_t l = (size_t)len;
+        while (l && (line[l - 1] == '\n' || line[l - 1] == '\r')) l--;
+        size_t s = 0;
+        while (s < l && (line[s] == ' ' || line[s] == '\t')) s++;
+        if (s == l) continue;
+        char name[4200];
+        snprintf(name, sizeof name, "%s:%ld", path, lineno);
+        cJSON *j = NULL;
+        if (memchr(line, 0, l)) {
+            rc = kb_fail(err, KB_EINPUT, "%s: contains a NUL byte; expected a JSON object", name);
+            break;
+        }
+        j = cJSON_ParseWithLength(line, l);
+        if (!j || !cJSON_IsObject(j)) {
+            cJSON_Delete(j);
+            rc = kb_fail(err, KB_EINPUT, "%s: expected one JSON object per line", name);
+            break;
+        }
+        rc = fn(j, lineno, ctx, err);
+        cJSON_Delete(j);
+        if (rc) {
+            kb_err_prefix(err, "%s", name);
+            break;
+        }
+    }
+    if (!rc && ferror(f)) rc = kb_fail(err, KB_EINPUT, "%s: read error", path);
+    free(line);
+    fclose(f);
+    return rc;
+}

@@ -1,0 +1,51 @@
+/* json.h - cJSON helpers with errors that name the file, line and key.
+ *
+ * `where` strings describe the object being read, e.g.
+ * "configs/quick.json: methods[2]" so an error reads
+ * "configs/quick.json: methods[2]: key 'budget': expected an integer >= 16, got -4". */
+#ifndef KB_JSON_H
+#define KB_JSON_H
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+
+#include "kernels/kb_base.h"
+
+/* Parse a whole file; syntax errors give "file:line:col: ...". */
+int json_load_file(const char *path, cJSON **out, kb_err *err);
+/* Parse a string (name used in errors). */
+int json_parse(const char *text, size_t len, const char *name, cJSON **out, kb_err *err);
+
+/* Every key of obj must be in allowed (NULL-terminated) or in allowed2 (may be NULL). */
+int json_check_keys(const cJSON *obj, const char *where, const char *const *allowed,
+                    const char *const *allowed2, kb_err *err);
+
+/* Typed getters: absent key -> *out = def and return 0 unless required
+ * (then KB_EINPUT). Present with the wrong type or out of range -> KB_EINPUT. */
+int json_get_int(const cJSON *obj, const char *where, const char *key, int required, long lo,
+                 long hi, long def, long *out, kb_err *err);
+int json_get_double(const cJSON *obj, const char *where, const char *key, int required,
+                    double lo, double hi, double def, double *out, kb_err *err);
+int json_get_bool(const cJSON *obj, const char *where, const char *key, int required, int def,
+                  int *out, kb_err *err);
+/* String value (points into obj; valid while obj lives). */
+int json_get_string(const cJSON *obj, const char *where, const char *key, int required,
+                    const char *def, const char **out, kb_err *err);
+/* Array of strings: *out is a malloc'ed array of pointers into obj. */
+int json_get_string_array(const cJSON *obj, const char *where, const char *key, int required,
+                          const char ***out, int *n, kb_err *err);
+/* Integer value of a JSON number (must be integral and within [lo, hi]). */
+int json_as_int(const cJSON *item, const char *where, const char *key, long lo, long hi,
+                long *out, kb_err *err);
+
+/* JSONL: calls fn(line_obj, lineno, ctx) for each non-empty line; a line that
+ * does not parse as a JSON object gives "file:LINE: ..." and stops. A non-zero
+ * return from fn stops and is returned (fn fills err; the caller's error is
+ * prefixed with file:line). */
+typedef int (*json_line_fn)(const cJSON *obj, long lineno, void *ctx, kb_err *err);
+int jsonl_foreach(const char *path, json_line_fn fn, void *ctx, kb_err *err);
+
+/* Reads a whole file into a malloc'ed NUL-terminated buffer. */
+int file_read_all(const char *path, char **out, size_t *len, kb_err *err);
+
+#endif
