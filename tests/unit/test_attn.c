@@ -1,0 +1,128 @@
+/* test_attn.c - fast dense/causal attention and the vector exp against the
+ * plain references (kernels/ref/attn_ref.c, libm exp).
+ * Tolerances: outputs are convex combinations of V rows with |v| <= 1; the
+ * fast path accumulates in f32 over chunks (error ~ 1e-6 relative per add)
+ * and uses a polynomial exp (< 2e-7 relative), so |fast - ref| <= 2e-5 + 1e-4|ref|
+ * is loose enough for f32 rounding and tight enough to catch any indexing,
+ * masking or rescaling mistake (those give errors of order 1e-2 and up). */
+#include <stdlib.h>
+
+#include "check.h"
+#include "kernels/attn_impl.h"
+#include "kernels/cpu/simd.h"
+
+static float frand(unsigned *s) {
+    *s = *s * 1103515245u + 12345u;
+    return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+static void fill_stream(kb_kvstream *s, int n, unsigned seed, float kscale) {
+    float *k = malloc((size_t)s->D * 4), *v = malloc((size_t)s->D * 4);
+    for (int j = 0; j < n; j++) {
+        for (int d = 0; d < s->D; d++) {
+            k[d] = frand(&seed) * kscale;
+            v[d] = frand(&seed);
+        }
+        kvstream_append_f32(s, k, v, j);
+    }
+    free(k);
+    free(v);
+}
+
+static double max_err(const float *a, const float *b, int n, double atol, double rtol, int *bad) {
+    double worst = 0;
+    for (int i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]);
+        if (e > atol + rtol * fabs(b[i])) (*bad)++;
+        if (e > worst) worst = e;
+    }
+    return worst;
+}
+
+int main(void) {
+    /* simd_exp vs libm over [-90, 88] */
+    {
+        int n = 20001, bad = 0;
+        float *x = malloc((size_t)n * 4), *y = malloc((size_t)n * 4);
+        for (int i = 0; i < n; i++) x[i] = y[i] = -90.0f + 178.0f * i / (n - 1);
+        simd_exp_inplace(y, n);
+        for (int i = 0; i < n; i++) {
+            double want = x[i] <= -87.33f ? 0.0 : exp((double)x[i]);
+            double rel = want ? fabs(y[i] - want) / want : fabs(y[i]);
+            if (rel > 2e-7 && !(want < 1e-37)) bad++;
+        }
+        CHECK_EQ_INT(bad, 0);
+        float m[3] = {-INFINITY, 0.0f, -1000.0f};
+        simd_exp_inplace(m, 3);
+        CHECK(m[0] == 0.0f && m[1] == 1.0f && m[2] == 0.0f);
+        free(x);
+        free(y);
+    }
+    const kb_dtype types[3] = {KB_F16, KB_F32, KB_BF16};
+    const int Ds[2] = {64, 128}, Gs[3] = {1, 3, 4}, ns[7] = {1, 5, 255, 256, 257, 1500, 3001};
+    for (int ti = 0; ti < 3; ti++)
+        for (int di = 0; di < 2; di++)
+            for (int gi = 0; gi < 3; gi++)
+                for (int ni = 0; ni < 7; ni++) {
+                    int D = Ds[di], G = Gs[gi], n = ns[ni];
+                    kb_kvstream s;
+                    kvstream_init(&s, types[ti], D, n);
+                    /* large key scale: peaky softmax, exercises the max/rescale logic */
+                    fill_stream(&s, n, 7u + (unsigned)ni, ni % 2 ? 4.0f : 0.5f);
+                    unsigned seed = 99;
+                    float *q = malloc((size_t)G * D * 4), *a = malloc((size_t)G * D * 4),
+                          *b = malloc((size_t)G * D * 4);
+                    for (int i = 0; i < G * D; i++) q[i] = frand(&seed);
+                    float scale = 1.0f / sqrtf((float)D);
+                    kb_ref_attn_dense(q, G, &s, n, scale, a);
+                    kb_cpu_attn_dense(q, G, &s, n, scale, b);
+                    int bad = 0;
+                    double e = max_err(b, a, G * D, 2e-5, 1e-4, &bad);
+                    CHECK_MSG(bad == 0, "attn_dense %s D=%d G=%d n=%d max err %g",
+                              kb_dtype_name(types[ti]), D, G, n, e);
+                    float *sa = malloc((size_t)G * n * 4), *sb = malloc((size_t)G * n * 4);
+                    kb_ref_qk_scores(q, G, &s, n, sa, n);
+                    kb_cpu_qk_scores(q, G, &s, n, sb, n);
+                    bad = 0;
+                    e = max_err(sb, sa, G * n, 1e-4, 1e-5, &bad);
+                    CHECK_MSG(bad == 0, "qk_scores n=%d err %g", n, e);
+                    free(sa);
+                    free(sb);
+                    free(q);
+                    free(a);
+                    free(b);
+                    kvstream_free(&s);
+                }
+    /* causal prefill: nq new queries after n_prior slots; Q rows hold Hq heads */
+    const int nqs[5] = {1, 63, 64, 65, 300}, priors[3] = {0, 37, 300};
+    for (int ti = 0; ti < 2; ti++)
+        for (int a_ = 0; a_ < 5; a_++)
+            for (int b_ = 0; b_ < 3; b_++) {
+                int D = 64, G = 3, Hq = 6, nq = nqs[a_], np = priors[b_];
+                kb_kvstream s;
+                kvstream_init(&s, types[ti], D, np + nq);
+                fill_stream(&s, np + nq, 5u + (unsigned)a_, 3.0f);
+                unsigned seed = 3;
+                int ld = Hq * D;
+                float *Q = malloc((size_t)nq * ld * 4), *o1 = calloc((size_t)nq * ld, 4),
+                      *o2 = calloc((size_t)nq * ld, 4);
+                for (int i = 0; i < nq * ld; i++) Q[i] = frand(&seed);
+                /* group 1 of 2: heads 3..5 */
+                kb_ref_attn_causal(Q + G * D, nq, ld, G, &s, np, 0.125f, o1 + G * D, ld);
+                kb_cpu_attn_causal(Q + G * D, nq, ld, G, &s, np, 0.125f, o2 + G * D, ld);
+                int bad = 0;
+                double e = max_err(o2, o1, nq * ld, 2e-5, 1e-4, &bad);
+                CHECK_MSG(bad == 0, "attn_causal %s nq=%d prior=%d err %g", kb_dtype_name(types[ti]),
+                          nq, np, e);
+                /* heads of the other group untouched */
+                int touched = 0;
+                for (int i = 0; i < nq; i++)
+                    for (int c = 0; c < G * D; c++) touched += o2[(size_t)i * ld + c] != 0.0f;
+                CHECK_EQ_INT(touched, 0);
+                free(Q);
+                free(o1);
+                free(o2);
+                kvstream_free(&s);
+            }
+    return check_summary("test_attn");
+}
