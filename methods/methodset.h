@@ -27,7 +27,12 @@ typedef struct kb_cell_account {
  * n_ctx); the layer field is filled per layer. */
 int methodset_build(const kb_method_params *p, const kb_method_ctx *ctx, const kb_prefill *pf,
                     kb_methodset **out, kb_err *err);
+/* The backend: decode goes to each layer's method; prefill is a later turn's
+ * new tokens (any number of chunks), attending per query head to retained()
+ * plus the turn's tokens so far. methodset_end_turn() then hands each layer
+ * the whole turn (its K/V and last window queries) through ops->extend. */
 kb_attn_backend methodset_backend(kb_methodset *m);
+int methodset_end_turn(kb_methodset *m, kb_err *err);
 long methodset_mark(kb_methodset *m);
 void methodset_rollback(kb_methodset *m, long mark);
 void methodset_account(kb_methodset *m, kb_cell_account *acc);

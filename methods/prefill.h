@@ -19,6 +19,7 @@ typedef struct kb_prefill {
     int n_q;            /* window queries held (<= W) */
     float *qwin;        /* [n_layers][W][Hq][D], chronological, first n_q rows valid */
     int32_t *qwin_pos;  /* [W] positions of the held window queries */
+    int *nq_layer;      /* [n_layers] window rows held per layer (equal after a full pass) */
 } kb_prefill;
 
 void prefill_init(kb_prefill *p, int n_layers, int Hq, int Hkv, int D, kb_dtype dtype, int W,

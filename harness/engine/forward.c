@@ -1,0 +1,160 @@
+/* forward.c - the Llama forward pass (pre-norm, GQA, adjacent-pair RoPE,
+ * RMSNorm, SwiGLU, tied or untied output). Batched prefill uses dequantised
+ * weights + sgemm; single-token decode uses the quantised mat-vec. Attention
+ * goes through a kb_attn_backend. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "harness/engine/model.h"
+#include "kernels/quant.h"
+
+kb_forward *forward_new(const kb_model *m, int max_batch) {
+    kb_forward *f = KB_CALLOC(1, sizeof *f);
+    const kb_hparams *hp = &m->hp;
+    int q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
+    int wide = KB_MAX(KB_MAX(hp->n_embd, q_dim), hp->n_ff);
+    f->m = m;
+    f->max_batch = max_batch;
+    size_t B = (size_t)max_batch;
+    f->x = KB_AMALLOC(B * hp->n_embd * sizeof(float));
+    f->xb = KB_AMALLOC(B * wide * sizeof(float));
+    f->q = KB_AMALLOC(B * q_dim * sizeof(float));
+    f->k = KB_AMALLOC(B * kv_dim * sizeof(float));
+    f->v = KB_AMALLOC(B * kv_dim * sizeof(float));
+    f->att = KB_AMALLOC(B * q_dim * sizeof(float));
+    f->hb = KB_AMALLOC(B * hp->n_ff * sizeof(float));
+    f->hb2 = KB_AMALLOC(B * hp->n_ff * sizeof(float));
+    f->logits = KB_AMALLOC((size_t)hp->n_vocab * sizeof(float));
+    return f;
+}
+
+void forward_free(kb_forward *f) {
+    if (!f) return;
+    kb_afree(f->x);
+    kb_afree(f->xb);
+    kb_afree(f->q);
+    kb_afree(f->k);
+    kb_afree(f->v);
+    kb_afree(f->att);
+    kb_afree(f->hb);
+    kb_afree(f->hb2);
+    kb_afree(f->logits);
+    free(f);
+}
+
+static void rmsnorm(float *o, const float *x, const float *w, int n, float eps) {
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float inv = (float)(1.0 / sqrt(ss / n + eps));
+    for (int i = 0; i < n; i++) o[i] = x[i] * inv * w[i];
+}
+
+/* Rotates adjacent pairs (x[2i], x[2i+1]) of each head by pos * inv_freq[i]. */
+static void rope(float *x, int n_heads, int D, const float *inv_freq, int pos) {
+    for (int i = 0; i < D / 2; i++) {
+        double a = (double)pos * inv_freq[i];
+        float c = (float)cos(a), s = (float)sin(a);
+        for (int h = 0; h < n_heads; h++) {
+            float *p = x + (size_t)h * D + 2 * i;
+            float x0 = p[0], x1 = p[1];
+            p[0] = x0 * c - x1 * s;
+            p[1] = x0 * s + x1 * c;
+        }
+    }
+}
+
+static void embed(const kb_model *m, int32_t tok, float *x) {
+    const kb_weight *e = &m->tok_embd;
+    kb_dequant(e->type, (const char *)e->data + (size_t)tok * e->row_bytes, x, e->cols);
+}
+
+/* One layer for nb tokens at positions pos[0..nb). decode: nb == 1 via be->decode. */
+static int layer_forward(kb_forward *f, int l, int nb, const int32_t *pos, kb_attn_backend *be,
+                         int decode, kb_err *err) {
+    const kb_model *m = f->m;
+    const kb_hparams *hp = &m->hp;
+    const kb_layer_weights *L = &m->layers[l];
+    int E = hp->n_embd, D = hp->head_dim, q_dim = hp->n_head * D, kv_dim = hp->n_head_kv * D;
+    for (int t = 0; t < nb; t++)
+        rmsnorm(f->xb + (size_t)t * E, f->x + (size_t)t * E, L->attn_norm, E, hp->rms_eps);
+    kb_matmul(&L->wq, f->xb, nb, E, f->q, q_dim);
+    kb_matmul(&L->wk, f->xb, nb, E, f->k, kv_dim);
+    kb_matmul(&L->wv, f->xb, nb, E, f->v, kv_dim);
+    for (int t = 0; t < nb; t++) {
+        rope(f->q + (size_t)t * q_dim, hp->n_head, D, m->inv_freq, pos[t]);
+        rope(f->k + (size_t)t * kv_dim, hp->n_head_kv, D, m->inv_freq, pos[t]);
+    }
+    double t0 = kb_now();
+    if (decode) {
+        be->decode(be->ctx, l, pos[0], f->q, f->k, f->v, f->att);
+    } else {
+        int rc = be->prefill(be->ctx, l, nb, pos, f->q, f->k, f->v, f->att, err);
+        if (rc) return rc;
+    }
+    f->t_attn += kb_now() - t0;
+    kb_matmul(&L->wo, f->att, nb, q_dim, f->xb, E);
+    for (size_t i = 0; i < (size_t)nb * E; i++) f->x[i] += f->xb[i];
+    for (int t = 0; t < nb; t++)
+        rmsnorm(f->xb + (size_t)t * E, f->x + (size_t)t * E, L->ffn_norm, E, hp->rms_eps);
+    kb_matmul(&L->gate, f->xb, nb, E, f->hb, hp->n_ff);
+    kb_matmul(&L->up, f->xb, nb, E, f->hb2, hp->n_ff);
+    for (size_t i = 0; i < (size_t)nb * hp->n_ff; i++) {
+        float g = f->hb[i];
+        f->hb[i] = g / (1.0f + expf(-g)) * f->hb2[i];
+    }
+    kb_matmul(&L->down, f->hb, nb, hp->n_ff, f->xb, E);
+    for (size_t i = 0; i < (size_t)nb * E; i++) f->x[i] += f->xb[i];
+    return 0;
+}
+
+static void output_logits(kb_forward *f, const float *x, int nb, float *logits) {
+    const kb_model *m = f->m;
+    int E = m->hp.n_embd;
+    for (int t = 0; t < nb; t++)
+        rmsnorm(f->xb + (size_t)t * E, x + (size_t)t * E, m->output_norm, E, m->hp.rms_eps);
+    kb_matmul(&m->output, f->xb, nb, E, logits, m->hp.n_vocab);
+}
+
+int forward_prefill(kb_forward *f, const int32_t *tokens, int n, int pos0, kb_attn_backend *be,
+                    float *logits_all, int want_last, kb_err *err) {
+    const kb_model *m = f->m;
+    double t0 = kb_now();
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= m->hp.n_vocab)
+            return kb_fail(err, KB_EINPUT, "token id %d at position %d is outside the vocabulary "
+                           "[0, %d)", tokens[i], pos0 + i, m->hp.n_vocab);
+    int32_t *pos = KB_MALLOC((size_t)f->max_batch * sizeof(int32_t));
+    int rc = 0;
+    for (int b0 = 0; b0 < n && !rc; b0 += f->max_batch) {
+        int nb = KB_MIN(f->max_batch, n - b0);
+        for (int t = 0; t < nb; t++) {
+            pos[t] = pos0 + b0 + t;
+            embed(m, tokens[b0 + t], f->x + (size_t)t * m->hp.n_embd);
+        }
+        for (int l = 0; l < m->hp.n_layer && !rc; l++) rc = layer_forward(f, l, nb, pos, be, 0, err);
+        if (rc) break;
+        if (logits_all) output_logits(f, f->x, nb, logits_all + (size_t)b0 * m->hp.n_vocab);
+        if (want_last && b0 + nb == n)
+            output_logits(f, f->x + (size_t)(nb - 1) * m->hp.n_embd, 1, f->logits);
+    }
+    free(pos);
+    f->t_total += kb_now() - t0;
+    return rc;
+}
+
+void forward_decode(kb_forward *f, int32_t token, int pos, kb_attn_backend *be) {
+    const kb_model *m = f->m;
+    double t0 = kb_now();
+    int32_t p = pos;
+    embed(m, token, f->x);
+    for (int l = 0; l < m->hp.n_layer; l++) layer_forward(f, l, 1, &p, be, 1, NULL);
+    output_logits(f, f->x, 1, f->logits);
+    f->t_total += kb_now() - t0;
+}
+
+int32_t logits_argmax(const float *logits, int n) {
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (logits[i] > logits[best]) best = i;
+    return best;
+}

@@ -1,0 +1,219 @@
+/* methodset.c - one method's per-layer states for a model (methodset.h). */
+#include "methods/methodset.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernels/kernels.h"
+
+#define TURN_WINDOW_MIN 128 /* window queries kept for a later turn's extend */
+
+/* A later turn being prefilled, per layer. */
+typedef struct turn_layer {
+    kb_kvstream *ctxs;   /* [Hq] retained + turn tokens so far, per query head (shared
+                            by heads whose retained() is the same stream: see owner) */
+    int *owner;          /* [Hq] index of the head whose ctxs entry this head uses */
+    kb_kvstream *fresh;  /* [Hkv] the turn's tokens only */
+    float *qwin;         /* [Wt][Hq][D] last queries of the turn */
+    int32_t *qwin_pos;   /* [Wt] */
+    int nq;              /* rows held */
+} turn_layer;
+
+struct kb_methodset {
+    kb_method_params p, full_p;
+    kb_method_ctx ctx;
+    int n_layers, Wt;
+    const kb_method_ops **ops; /* [n_layers] */
+    void **state;              /* [n_layers] */
+    turn_layer *turn;          /* [n_layers] or NULL when no turn is open */
+};
+
+static void turn_free(kb_methodset *m) {
+    if (!m->turn) return;
+    for (int l = 0; l < m->n_layers; l++) {
+        turn_layer *t = &m->turn[l];
+        if (!t->ctxs) continue;
+        for (int h = 0; h < m->ctx.Hq; h++)
+            if (t->owner[h] == h) kvstream_free(&t->ctxs[h]);
+        for (int h = 0; h < m->ctx.Hkv; h++) kvstream_free(&t->fresh[h]);
+        free(t->ctxs);
+        free(t->owner);
+        free(t->fresh);
+        free(t->qwin);
+        free(t->qwin_pos);
+    }
+    free(m->turn);
+    m->turn = NULL;
+}
+
+int methodset_build(const kb_method_params *p, const kb_method_ctx *ctx, const kb_prefill *pf,
+                    kb_methodset **out, kb_err *err) {
+    const kb_method_ops *full = method_find("full");
+    if (!full) return kb_fail(err, KB_ERUNTIME, "method registry has no 'full' method");
+    kb_methodset *m = KB_CALLOC(1, sizeof *m);
+    m->p = *p;
+    memset(&m->full_p, 0, sizeof m->full_p);
+    m->full_p.ops = full;
+    m->full_p.budget = -1;
+    snprintf(m->full_p.label, sizeof m->full_p.label, "full");
+    int rc = full->validate ? full->validate(&m->full_p, err) : 0;
+    m->ctx = *ctx;
+    m->n_layers = ctx->n_layers;
+    m->Wt = KB_MAX(TURN_WINDOW_MIN, p->window);
+    m->ops = KB_CALLOC((size_t)m->n_layers, sizeof *m->ops);
+    m->state = KB_CALLOC((size_t)m->n_layers, sizeof *m->state);
+    for (int l = 0; l < m->n_layers && !rc; l++) {
+        kb_method_ctx c = *ctx;
+        c.layer = l;
+        int dense = l < p->skip_layers;
+        m->ops[l] = dense ? full : p->ops;
+        kb_prefill_view v = prefill_view(pf, l);
+        rc = m->ops[l]->layer_init(dense ? &m->full_p : &m->p, &c, &v, &m->state[l], err);
+        if (rc) kb_err_prefix(err, "%s: layer %d", p->label, l);
+    }
+    if (rc) {
+        methodset_free(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+void methodset_free(kb_methodset *m) {
+    if (!m) return;
+    turn_free(m);
+    for (int l = 0; l < m->n_layers; l++)
+        if (m->state[l]) m->ops[l]->destroy(m->state[l]);
+    free(m->ops);
+    free(m->state);
+    free(m);
+}
+
+static void ms_decode(void *ctx, int layer, int32_t pos, const float *q, const float *k,
+                      const float *v, float *out) {
+    kb_methodset *m = ctx;
+    m->ops[layer]->decode(m->state[layer], q, k, v, pos, out);
+}
+
+static void turn_open_layer(kb_methodset *m, int l) {
+    turn_layer *t = &m->turn[l];
+    int Hq = m->ctx.Hq, Hkv = m->ctx.Hkv, D = m->ctx.D;
+    t->ctxs = KB_CALLOC((size_t)Hq, sizeof *t->ctxs);
+    t->owner = KB_CALLOC((size_t)Hq, sizeof *t->owner);
+    t->fresh = KB_CALLOC((size_t)Hkv, sizeof *t->fresh);
+    t->qwin = KB_CALLOC((size_t)m->Wt * Hq * D, sizeof(float));
+    t->qwin_pos = KB_CALLOC((size_t)m->Wt, sizeof(int32_t));
+    const kb_kvstream **ret = KB_CALLOC((size_t)Hq, sizeof *ret);
+    for (int h = 0; h < Hq; h++) {
+        ret[h] = m->ops[l]->retained(m->state[l], h);
+        t->owner[h] = h;
+        for (int o = 0; o < h; o++)
+            if (ret[o] == ret[h] && o / (Hq / Hkv) == h / (Hq / Hkv)) {
+                t->owner[h] = t->owner[o];
+                break;
+            }
+        if (t->owner[h] == h) {
+            kvstream_init(&t->ctxs[h], ret[h]->dtype, D, ret[h]->n + 64);
+            kvstream_copy(&t->ctxs[h], ret[h]);
+        }
+    }
+    for (int h = 0; h < Hkv; h++) kvstream_init(&t->fresh[h], m->ctx.kv_dtype, D, 64);
+    free(ret);
+}
+
+static int ms_prefill(void *ctx, int layer, int n, const int32_t *pos, const float *Q,
+                      const float *K, const float *V, float *out, kb_err *err) {
+    (void)err;
+    kb_methodset *m = ctx;
+    int Hq = m->ctx.Hq, Hkv = m->ctx.Hkv, D = m->ctx.D, G = Hq / Hkv;
+    if (!m->turn) m->turn = KB_CALLOC((size_t)m->n_layers, sizeof *m->turn);
+    turn_layer *t = &m->turn[layer];
+    if (!t->ctxs) turn_open_layer(m, layer);
+    const kb_kernels *kr = kernels_get();
+    float scale = 1.0f / sqrtf((float)D);
+    for (int h = 0; h < Hkv; h++)
+        for (int i = 0; i < n; i++)
+            kvstream_append_f32(&t->fresh[h], K + ((size_t)i * Hkv + h) * D,
+                                V + ((size_t)i * Hkv + h) * D, pos[i]);
+    /* each owned context stream gets the chunk, then its heads attend */
+    for (int h = 0; h < Hq; h++) {
+        if (t->owner[h] != h) continue;
+        kb_kvstream *s = &t->ctxs[h];
+        int n_prior = s->n, kvh = h / G;
+        for (int i = 0; i < n; i++)
+            kvstream_append_f32(s, K + ((size_t)i * Hkv + kvh) * D, V + ((size_t)i * Hkv + kvh) * D,
+                                pos[i]);
+        int run = 1; /* consecutive heads sharing this stream */
+        while (h + run < Hq && t->owner[h + run] == h) run++;
+        kr->attn_causal(Q + (size_t)h * D, n, Hq * D, run, s, n_prior, scale, out + (size_t)h * D,
+                        Hq * D);
+        for (int o = h + run; o < Hq; o++) /* non-consecutive sharers (rare) */
+            if (t->owner[o] == h)
+                kr->attn_causal(Q + (size_t)o * D, n, Hq * D, 1, s, n_prior, scale,
+                                out + (size_t)o * D, Hq * D);
+    }
+    /* last Wt queries of the turn */
+    size_t row = (size_t)Hq * D;
+    int take = KB_MIN(n, m->Wt), keep = KB_MIN(t->nq, m->Wt - take);
+    memmove(t->qwin, t->qwin + (size_t)(t->nq - keep) * row, (size_t)keep * row * sizeof(float));
+    memcpy(t->qwin + (size_t)keep * row, Q + (size_t)(n - take) * row, (size_t)take * row * sizeof(float));
+    memmove(t->qwin_pos, t->qwin_pos + (t->nq - keep), (size_t)keep * sizeof(int32_t));
+    memcpy(t->qwin_pos + keep, pos + (n - take), (size_t)take * sizeof(int32_t));
+    t->nq = keep + take;
+    return 0;
+}
+
+int methodset_end_turn(kb_methodset *m, kb_err *err) {
+    if (!m->turn) return 0;
+    int rc = 0;
+    for (int l = 0; l < m->n_layers && !rc; l++) {
+        turn_layer *t = &m->turn[l];
+        if (!t->ctxs) continue;
+        kb_prefill_view v;
+        memset(&v, 0, sizeof v);
+        v.Hq = m->ctx.Hq;
+        v.Hkv = m->ctx.Hkv;
+        v.D = m->ctx.D;
+        v.kv = t->fresh;
+        v.Wq = t->nq;
+        v.qwin = t->qwin;
+        v.qwin_pos = t->qwin_pos;
+        rc = m->ops[l]->extend(m->state[l], &v, err);
+        if (rc) kb_err_prefix(err, "%s: layer %d: new turn", m->p.label, l);
+    }
+    turn_free(m);
+    return rc;
+}
+
+kb_attn_backend methodset_backend(kb_methodset *m) {
+    kb_attn_backend be = {m, ms_prefill, ms_decode};
+    return be;
+}
+
+long methodset_mark(kb_methodset *m) { return m->ops[m->n_layers - 1]->mark(m->state[m->n_layers - 1]); }
+
+void methodset_rollback(kb_methodset *m, long mark) {
+    for (int l = 0; l < m->n_layers; l++) m->ops[l]->rollback(m->state[l], mark);
+}
+
+void methodset_layer_account(kb_methodset *m, int layer, kb_account *acc) {
+    memset(acc, 0, sizeof *acc);
+    m->ops[layer]->account(m->state[layer], acc);
+}
+
+void methodset_account(kb_methodset *m, kb_cell_account *a) {
+    memset(a, 0, sizeof *a);
+    for (int l = 0; l < m->n_layers; l++) {
+        kb_account x;
+        methodset_layer_account(m, l, &x);
+        a->resident_tokens += x.resident_tokens / m->n_layers;
+        a->resident_bytes += x.resident_bytes;
+        a->read_tokeq += x.read_tokeq / m->n_layers;
+        a->read_bytes += x.read_bytes;
+        a->attended += x.attended / m->n_layers;
+    }
+}
+
+const kb_method_ops *methodset_layer_ops(kb_methodset *m, int layer) { return m->ops[layer]; }
+void *methodset_layer_state(kb_methodset *m, int layer) { return m->state[layer]; }
