@@ -68,6 +68,14 @@ static void embed(const kb_model *m, int32_t tok, float *x) {
     kb_dequant(e->type, (const char *)e->data + (size_t)tok * e->row_bytes, x, e->cols);
 }
 
+static void proj(kb_forward *f, const kb_weight *W, const float *X, int n, int ldx, float *Y,
+                 int ldy) {
+    double t0 = kb_now();
+    kb_matmul(W, X, n, ldx, Y, ldy);
+    f->t_proj += kb_now() - t0;
+    f->proj_flops += 2.0 * n * W->rows * W->cols;
+}
+
 /* One layer for nb tokens at positions pos[0..nb). decode: nb == 1 via be->decode. */
 static int layer_forward(kb_forward *f, int l, int nb, const int32_t *pos, kb_attn_backend *be,
                          int decode, kb_err *err) {
@@ -77,9 +85,9 @@ static int layer_forward(kb_forward *f, int l, int nb, const int32_t *pos, kb_at
     int E = hp->n_embd, D = hp->head_dim, q_dim = hp->n_head * D, kv_dim = hp->n_head_kv * D;
     for (int t = 0; t < nb; t++)
         rmsnorm(f->xb + (size_t)t * E, f->x + (size_t)t * E, L->attn_norm, E, hp->rms_eps);
-    kb_matmul(&L->wq, f->xb, nb, E, f->q, q_dim);
-    kb_matmul(&L->wk, f->xb, nb, E, f->k, kv_dim);
-    kb_matmul(&L->wv, f->xb, nb, E, f->v, kv_dim);
+    proj(f, &L->wq, f->xb, nb, E, f->q, q_dim);
+    proj(f, &L->wk, f->xb, nb, E, f->k, kv_dim);
+    proj(f, &L->wv, f->xb, nb, E, f->v, kv_dim);
     for (int t = 0; t < nb; t++) {
         rope(f->q + (size_t)t * q_dim, hp->n_head, D, m->inv_freq, pos[t]);
         rope(f->k + (size_t)t * kv_dim, hp->n_head_kv, D, m->inv_freq, pos[t]);
@@ -92,17 +100,17 @@ static int layer_forward(kb_forward *f, int l, int nb, const int32_t *pos, kb_at
         if (rc) return rc;
     }
     f->t_attn += kb_now() - t0;
-    kb_matmul(&L->wo, f->att, nb, q_dim, f->xb, E);
+    proj(f, &L->wo, f->att, nb, q_dim, f->xb, E);
     for (size_t i = 0; i < (size_t)nb * E; i++) f->x[i] += f->xb[i];
     for (int t = 0; t < nb; t++)
         rmsnorm(f->xb + (size_t)t * E, f->x + (size_t)t * E, L->ffn_norm, E, hp->rms_eps);
-    kb_matmul(&L->gate, f->xb, nb, E, f->hb, hp->n_ff);
-    kb_matmul(&L->up, f->xb, nb, E, f->hb2, hp->n_ff);
+    proj(f, &L->gate, f->xb, nb, E, f->hb, hp->n_ff);
+    proj(f, &L->up, f->xb, nb, E, f->hb2, hp->n_ff);
     for (size_t i = 0; i < (size_t)nb * hp->n_ff; i++) {
         float g = f->hb[i];
         f->hb[i] = g / (1.0f + expf(-g)) * f->hb2[i];
     }
-    kb_matmul(&L->down, f->hb, nb, hp->n_ff, f->xb, E);
+    proj(f, &L->down, f->hb, nb, hp->n_ff, f->xb, E);
     for (size_t i = 0; i < (size_t)nb * E; i++) f->x[i] += f->xb[i];
     return 0;
 }
@@ -112,7 +120,7 @@ static void output_logits(kb_forward *f, const float *x, int nb, float *logits) 
     int E = m->hp.n_embd;
     for (int t = 0; t < nb; t++)
         rmsnorm(f->xb + (size_t)t * E, x + (size_t)t * E, m->output_norm, E, m->hp.rms_eps);
-    kb_matmul(&m->output, f->xb, nb, E, logits, m->hp.n_vocab);
+    proj(f, &m->output, f->xb, nb, E, logits, m->hp.n_vocab);
 }
 
 int forward_prefill(kb_forward *f, const int32_t *tokens, int n, int pos0, kb_attn_backend *be,

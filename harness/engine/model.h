@@ -59,6 +59,8 @@ typedef struct kb_forward {
     float *x, *xb, *q, *k, *v, *att, *hb, *hb2; /* activations, [max_batch][...] */
     float *logits;                               /* [n_vocab] (last token) */
     double t_attn;                               /* seconds spent in attention (backend) */
+    double t_proj;                               /* seconds in weight projections (matmul) */
+    double proj_flops;                           /* 2 * MACs of those projections */
     double t_total;                              /* seconds spent in the forward */
 } kb_forward;
 

@@ -1,0 +1,148 @@
+/* machine.c - machine description and the bandwidth / sgemm probes. */
+#include "harness/machine.h"
+
+#include <cblas.h>
+#include <immintrin.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "kernels/kb_base.h"
+
+void machine_describe(kb_machine *m) {
+    memset(m, 0, sizeof *m);
+    snprintf(m->cpu, sizeof m->cpu, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[512];
+        while (fgets(line, sizeof line, f))
+            if (!strncmp(line, "model name", 10)) {
+                char *c = strchr(line, ':');
+                if (c) {
+                    c++;
+                    while (*c == ' ') c++;
+                    c[strcspn(c, "\n")] = 0;
+                    snprintf(m->cpu, sizeof m->cpu, "%s", c);
+                }
+                break;
+            }
+        fclose(f);
+    }
+    m->cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    m->threads = omp_get_max_threads();
+    m->mem_gib = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / (1 << 30);
+    gethostname(m->host, sizeof m->host - 1);
+    m->simd[0] = 0;
+#ifdef __AVX512F__
+    strcat(m->simd, "avx512f ");
+#endif
+#ifdef __AVX512BW__
+    strcat(m->simd, "avx512bw ");
+#endif
+#ifdef __AVX2__
+    strcat(m->simd, "avx2 ");
+#endif
+#ifdef __FMA__
+    strcat(m->simd, "fma ");
+#endif
+#ifdef __F16C__
+    strcat(m->simd, "f16c");
+#endif
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double machine_read_bandwidth(size_t bytes, int reps) {
+    size_t n = bytes / sizeof(float);
+    n -= n % 64;
+    float *buf = KB_AMALLOC(n * sizeof(float));
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) buf[i] = (float)(i & 7); /* first touch by the readers */
+    double *t = KB_MALLOC((size_t)reps * sizeof(double));
+    volatile float sink = 0;
+    for (int r = 0; r < reps; r++) {
+        double t0 = kb_now();
+        float total = 0;
+#pragma omp parallel reduction(+ : total)
+        {
+            float acc = 0;
+#if defined(__AVX512F__)
+            __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(),
+                   a3 = _mm512_setzero_ps();
+#pragma omp for schedule(static)
+            for (size_t i = 0; i < n; i += 64) {
+                a0 = _mm512_add_ps(a0, _mm512_load_ps(buf + i));
+                a1 = _mm512_add_ps(a1, _mm512_load_ps(buf + i + 16));
+                a2 = _mm512_add_ps(a2, _mm512_load_ps(buf + i + 32));
+                a3 = _mm512_add_ps(a3, _mm512_load_ps(buf + i + 48));
+            }
+            acc = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+#elif defined(__AVX2__)
+            __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+#pragma omp for schedule(static)
+            for (size_t i = 0; i < n; i += 16) {
+                a0 = _mm256_add_ps(a0, _mm256_load_ps(buf + i));
+                a1 = _mm256_add_ps(a1, _mm256_load_ps(buf + i + 8));
+            }
+            float tmp[8];
+            _mm256_storeu_ps(tmp, _mm256_add_ps(a0, a1));
+            for (int j = 0; j < 8; j++) acc += tmp[j];
+#else
+#pragma omp for schedule(static)
+            for (size_t i = 0; i < n; i++) acc += buf[i];
+#endif
+            total += acc;
+        }
+        t[r] = kb_now() - t0;
+        sink += total;
+    }
+    (void)sink;
+    qsort(t, (size_t)reps, sizeof *t, cmp_d);
+    double med = t[reps / 2];
+    free(t);
+    kb_afree(buf);
+    return (double)n * sizeof(float) / med / 1e9;
+}
+
+double machine_sgemm_gflops(int m, int n, int k, int reps) {
+    float *A = KB_AMALLOC((size_t)m * k * 4), *B = KB_AMALLOC((size_t)n * k * 4),
+          *C = KB_AMALLOC((size_t)m * n * 4);
+    for (size_t i = 0; i < (size_t)m * k; i++) A[i] = (float)((i * 7) % 13) * 0.01f;
+    for (size_t i = 0; i < (size_t)n * k; i++) B[i] = (float)((i * 5) % 11) * 0.01f;
+    double *t = KB_MALLOC((size_t)reps * sizeof(double));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1, A, k, B, k, 0, C, n); /* warm */
+    for (int r = 0; r < reps; r++) {
+        double t0 = kb_now();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1, A, k, B, k, 0, C, n);
+        t[r] = kb_now() - t0;
+    }
+    qsort(t, (size_t)reps, sizeof *t, cmp_d);
+    double g = 2.0 * m * n * k / t[reps / 2] / 1e9;
+    free(t);
+    kb_afree(A);
+    kb_afree(B);
+    kb_afree(C);
+    return g;
+}
+
+size_t machine_peak_rss(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (size_t)ru.ru_maxrss * 1024;
+}
+
+size_t machine_rss(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    long pages = 0, rss = 0;
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &rss) != 2) rss = 0;
+        fclose(f);
+    }
+    return (size_t)rss * (size_t)sysconf(_SC_PAGESIZE);
+}

@@ -1,0 +1,29 @@
+/* machine.h - what the numbers ran on (run.json, bench output), and the
+ * machine's measured memory read bandwidth and sgemm rate. */
+#ifndef KB_MACHINE_H
+#define KB_MACHINE_H
+
+#include <stddef.h>
+
+typedef struct kb_machine {
+    char cpu[256];      /* /proc/cpuinfo model name */
+    int cores;          /* online CPUs */
+    int threads;        /* OpenMP threads in use */
+    char simd[64];      /* compiled SIMD paths, e.g. "avx512f avx2 fma f16c" */
+    double mem_gib;     /* total RAM */
+    char host[128];
+} kb_machine;
+
+void machine_describe(kb_machine *m);
+
+/* Read bandwidth in GB/s (1e9 bytes/s): median of `reps` passes over a
+ * buffer of `bytes` (much larger than the caches), all threads reading. */
+double machine_read_bandwidth(size_t bytes, int reps);
+/* OpenBLAS sgemm rate in GFLOP/s for C[m][n] = A[m][k] B^T: median of reps. */
+double machine_sgemm_gflops(int m, int n, int k, int reps);
+/* Peak resident set size of this process in bytes. */
+size_t machine_peak_rss(void);
+/* Current resident set size in bytes. */
+size_t machine_rss(void);
+
+#endif
