@@ -21,13 +21,22 @@ typedef struct gguf_str {
     const char *s; /* points into the map; NOT NUL-terminated */
 } gguf_str;
 
+/* For get_arr: accept an array of any numeric element type (u8..i64, f32,
+ * f64, bool); read the elements with gguf_arr_num. */
+#define GGUF_T_ANY_NUMBER 0xffffu
+
 typedef struct gguf_kv {
-    gguf_str key;
+    gguf_str key;        /* 1..65535 bytes, no NUL; unique in the file */
     uint32_t type;       /* GGUF_T_* */
     uint32_t arr_type;   /* element type when type == GGUF_T_ARRAY */
     uint64_t arr_n;      /* element count when type == GGUF_T_ARRAY */
-    const uint8_t *data; /* the value (scalar) or the first array element, in the map */
-    uint64_t nbytes;     /* bytes of the value */
+    const uint8_t *data; /* in the map: the scalar; for a string, its first byte
+                          * (after the u64 length); for an array, its first
+                          * element (after elem type and count) */
+    uint64_t nbytes;     /* bytes at data: scalar size, string length, or all
+                          * of an array's elements */
+    uint64_t *str_off;   /* [arr_n] for arrays of strings: offset from data of
+                          * element i's u64 length (O(1) gguf_arr_str); else NULL */
 } gguf_kv;
 
 typedef struct gguf_tensor {
@@ -41,20 +50,31 @@ typedef struct gguf_tensor {
 } gguf_tensor;
 
 typedef struct gguf_file {
-    char *path;
-    int fd;
-    const uint8_t *map;
-    size_t size;
-    uint32_t version;
+    char *path;             /* as given; prefixes every error message */
+    int fd;                 /* -1 for gguf_open_mem */
+    const uint8_t *map;     /* [size] the whole file (mmap) or the caller's buffer */
+    size_t size;            /* bytes */
+    uint32_t version;       /* 2 or 3 */
     uint64_t n_kv, n_tensors;
-    gguf_kv *kv;            /* [n_kv] */
-    gguf_tensor *tensors;   /* [n_tensors] */
-    uint64_t alignment;     /* general.alignment or 32 */
-    uint64_t data_offset;   /* start of the data section */
+    gguf_kv *kv;            /* [n_kv] in file order */
+    gguf_tensor *tensors;   /* [n_tensors] in file order */
+    uint64_t alignment;     /* general.alignment (u32, power of two) or 32 */
+    uint64_t data_offset;   /* start of the data section, bytes from file start */
+    /* name -> index hash tables (open addressing; 0 = empty, else index + 1) */
+    uint32_t *kv_hash, *tensor_hash;
+    uint64_t kv_hash_cap, tensor_hash_cap; /* powers of two */
 } gguf_file;
 
+/* Opens and validates a GGUF v2/v3 file (see docs/GGUF.md for every check).
+ * Returns 0 and *out, or KB_EINPUT ("PATH: what is wrong (expected ...)") /
+ * KB_ERUNTIME (I/O failure) with *out = NULL. */
 int gguf_open(const char *path, gguf_file **out, kb_err *err);
+/* Same checks on a buffer the caller keeps alive until gguf_close; `name`
+ * stands for the path in messages. For tests and fuzzing. */
+int gguf_open_mem(const void *buf, size_t size, const char *name, gguf_file **out, kb_err *err);
 void gguf_close(gguf_file *f);
+/* Name of a metadata value type ("u32", "string", "array"...), "?" if unknown. */
+const char *gguf_type_name(uint32_t type);
 
 const gguf_kv *gguf_find_kv(const gguf_file *f, const char *key);
 const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name);

@@ -1,0 +1,486 @@
+/* quant_cpu.c - fast dequantisation and y = W x for the CPU.
+ *
+ * kb_dequant: SIMD versions of the reference formulas, same floating-point
+ * operations in the same order, so the results equal kb_dequant_ref bit for
+ * bit (K-quants reuse the reference block decoders).
+ *
+ * kb_matvec: the decode hot path, memory-bound. For the 32-element block
+ * types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) x is quantised once per call to 8-bit
+ * blocks of 32 (scale dx = max|x|/127, q = round-to-nearest-even(x/dx),
+ * plus sx = dx*sum(q)), and every weight block contributes
+ *     dw*dx*sum_j(qw_j*qx_j) + mw*sx
+ * with the integer sum done by u8 x i8 multiply-adds (AVX-512 VNNI dpbusd
+ * where available, else AVX2 maddubs+madd, else plain C). Q4_0 and Q5_0 are
+ * written as unsigned nibbles with mw = -8*dw / -16*dw. Q8_0 uses the sign
+ * trick (|w| times x with w's sign). The error this adds is documented in
+ * quant.h. Other types (F32, F16, BF16, Q4_K, Q6_K) dequantise a block at a
+ * time and dot in f32: exact up to f32 summation order.
+ *
+ * Threads: OpenMP, rows split into one contiguous range per thread (multiples
+ * of 16 rows, so two threads never write the same 64-byte line of y); small
+ * matrices stay on the calling thread. */
+#include <math.h>
+#include <stdlib.h>
+
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
+#include <omp.h>
+
+#include "kernels/quant.h"
+
+static inline uint16_t rd_u16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static inline uint32_t rd_u32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static inline float f16(const uint8_t *p) {
+#ifdef __F16C__
+    return _cvtsh_ss(rd_u16(p));
+#else
+    return kb_f16_to_f32(rd_u16(p));
+#endif
+}
+
+/* ================================================================ dequant */
+
+#ifdef __AVX2__
+/* 32 unsigned nibbles of a 16-byte qs: bytes 0..15 low nibbles (elements
+ * 0..15), bytes 16..31 high nibbles (elements 16..31). */
+static inline __m256i nibbles32(const uint8_t *qs) {
+    __m128i raw = _mm_loadu_si128((const __m128i *)qs);
+    __m256i v = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
+    return _mm256_and_si256(v, _mm256_set1_epi8(15));
+}
+
+/* 0x10 in byte j where bit j of h is set (the 5th bit of Q5 elements). */
+static inline __m256i q5_high_bits(uint32_t h) {
+    __m256i v = _mm256_set1_epi32((int)h);
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL,
+                                           0x0101010101010101LL, 0x0000000000000000LL);
+    v = _mm256_shuffle_epi8(v, shuf);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+/* y[0..32) = d*(q - off) (off = 8 or 16, or 0 for signed Q8_0 bytes) or d*q + m. */
+static inline void store_u8x32(const __m256i q, int is_signed, float d, float off, int has_m,
+                               float m, float *y) {
+    __m256 vd = _mm256_set1_ps(d), vm = _mm256_set1_ps(m), voff = _mm256_set1_ps(off);
+    __m128i halves[2] = {_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)};
+    for (int h = 0; h < 2; h++) {
+        for (int k = 0; k < 2; k++) {
+            __m128i b8 = k ? _mm_srli_si128(halves[h], 8) : halves[h];
+            __m256i i32 = is_signed ? _mm256_cvtepi8_epi32(b8) : _mm256_cvtepu8_epi32(b8);
+            __m256 f = _mm256_cvtepi32_ps(i32);
+            /* (q - off) is exact in float; then one rounding for d*(...),
+             * and for Q4_1/Q5_1 a second one for + m, as in the reference. */
+            if (off != 0.0f) f = _mm256_sub_ps(f, voff);
+            f = _mm256_mul_ps(vd, f);
+            if (has_m) f = _mm256_add_ps(f, vm);
+            _mm256_storeu_ps(y + 16 * h + 8 * k, f);
+        }
+    }
+}
+#endif
+
+void kb_dequant(uint32_t type, const void *src, float *dst, int64_t n) {
+    const uint8_t *p = src;
+#ifdef __AVX2__
+    int64_t nb = n / 32;
+    switch (type) {
+    case GGML_F16: {
+        int64_t i = 0;
+#ifdef __F16C__
+        /* exact conversion; NaN payloads may be quietened (tests use finite values) */
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 2 * i))));
+#endif
+        for (; i < n; i++) dst[i] = kb_f16_to_f32(rd_u16(p + 2 * i));
+        return;
+    }
+    case GGML_BF16: {
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p + 2 * i)));
+            _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
+        }
+        for (; i < n; i++) dst[i] = kb_bf16_to_f32(rd_u16(p + 2 * i));
+        return;
+    }
+    case GGML_Q8_0:
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = p + b * 34;
+            store_u8x32(_mm256_loadu_si256((const __m256i *)(blk + 2)), 1, f16(blk), 0, 0, 0,
+                        dst + 32 * b);
+        }
+        return;
+    case GGML_Q4_0:
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = p + b * 18;
+            store_u8x32(nibbles32(blk + 2), 0, f16(blk), 8, 0, 0, dst + 32 * b);
+        }
+        return;
+    case GGML_Q4_1:
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = p + b * 20;
+            store_u8x32(nibbles32(blk + 4), 0, f16(blk), 0, 1, f16(blk + 2), dst + 32 * b);
+        }
+        return;
+    case GGML_Q5_0:
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = p + b * 22;
+            __m256i q = _mm256_or_si256(nibbles32(blk + 6), q5_high_bits(rd_u32(blk + 2)));
+            store_u8x32(q, 0, f16(blk), 16, 0, 0, dst + 32 * b);
+        }
+        return;
+    case GGML_Q5_1:
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = p + b * 24;
+            __m256i q = _mm256_or_si256(nibbles32(blk + 8), q5_high_bits(rd_u32(blk + 4)));
+            store_u8x32(q, 0, f16(blk), 0, 1, f16(blk + 2), dst + 32 * b);
+        }
+        return;
+    default: break;
+    }
+#endif
+    kb_dequant_ref(type, p, dst, n);
+}
+
+/* ================================================== activation quantisation */
+
+/* x quantised to blocks of 32 int8: x[32b + j] ~ ds[2b] * q[32b + j]. */
+typedef struct xq8 {
+    int nb;     /* blocks (cols / 32) */
+    float *ds;  /* [nb][2]: dx = max|x|/127 (0 for an all-zero block), and
+                 * sx' = dx * sum(q) * min_mult, the factor the weight block's
+                 * min (or d, for Q4_0/Q5_0) multiplies; 8-byte aligned */
+    int8_t *q;  /* [nb * 32], 32-byte aligned */
+} xq8;
+
+/* min_mult: 1 for Q4_1/Q5_1 (min m stored), -8 / -16 for Q4_0 / Q5_0 (the
+ * offset folded in as a min of -8d / -16d), 0 for Q8_0. */
+static void xq8_quantise(const float *x, int cols, int min_mult, xq8 *out) {
+    int nb = cols / 32;
+    for (int b = 0; b < nb; b++) {
+        const float *xb = x + 32 * b;
+        int8_t *qb = out->q + 32 * b;
+#ifdef __AVX2__
+        const __m256 sign = _mm256_set1_ps(-0.0f);
+        __m256 v[4], amax = _mm256_setzero_ps();
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(xb + 8 * k);
+            amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[k]));
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        float d = _mm_cvtss_f32(m4) / 127.0f;
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        __m256 vid = _mm256_set1_ps(id);
+        __m256i i32[4];
+        for (int k = 0; k < 4; k++) /* round to nearest even (default MXCSR) */
+            i32[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], vid));
+        __m256i sum = _mm256_add_epi32(_mm256_add_epi32(i32[0], i32[1]),
+                                       _mm256_add_epi32(i32[2], i32[3]));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+        int isum = _mm_cvtsi128_si32(s4);
+        /* pack 32 i32 -> 32 i8 in element order (packs work per 128-bit lane) */
+        __m256i p16a = _mm256_packs_epi32(i32[0], i32[1]);
+        __m256i p16b = _mm256_packs_epi32(i32[2], i32[3]);
+        __m256i p8 = _mm256_packs_epi16(p16a, p16b);
+        p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_store_si256((__m256i *)qb, p8);
+#else
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(xb[j]));
+        float d = amax / 127.0f;
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        int isum = 0;
+        for (int j = 0; j < 32; j++) {
+            int q = (int)nearbyintf(xb[j] * id);
+            qb[j] = (int8_t)q;
+            isum += q;
+        }
+#endif
+        out->ds[2 * b] = d;
+        out->ds[2 * b + 1] = d * (float)(isum * min_mult);
+    }
+}
+
+/* ============================================================ row kernels */
+
+#ifdef __AVX2__
+static inline __m256i dot_u8_i8(__m256i u, __m256i s) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#else
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+
+static inline float hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+#endif
+
+#ifdef __AVX2__
+/* One weight row of a 32-block type against the quantised x. Per block i,
+ * SCALES(i) gives an xmm [dw*dx, mw*sx, ., .] and QW(i) the 32 unsigned
+ * weights (or |w| for Q8_0, with QX(i) carrying w's sign). The dw*dx part
+ * scales the integer dot's 8 lanes into acc; the min part accumulates in
+ * lane 1 of sacc. Two independent chains of each hide the add latency. */
+/* Software prefetch distance in bytes of weights. Without it a thread's
+ * integer work and its memory stalls add up instead of overlapping (measured
+ * here: 1536x576 Q4_1 from DRAM, 2 threads, 11 GB/s without, 19-20 GB/s with
+ * 2-4 KiB; the hardware prefetcher alone does not run far enough ahead). */
+#ifndef PF_DIST
+#define PF_DIST 4096
+#endif
+#define ROW_LOOP(BLOCK)                                                            \
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                 \
+    __m128 sacc0 = _mm_setzero_ps(), sacc1 = _mm_setzero_ps();                     \
+    int b = 0;                                                                     \
+    for (; b + 1 < x->nb; b += 2) {                                                \
+        _mm_prefetch((const char *)w + (size_t)b * BYTES + PF_DIST, _MM_HINT_T0);  \
+        BLOCK(b, acc0, sacc0);                                                     \
+        BLOCK(b + 1, acc1, sacc1);                                                 \
+    }                                                                              \
+    if (b < x->nb) BLOCK(b, acc0, sacc0);                                          \
+    __m128 sacc = _mm_add_ps(sacc0, sacc1);                                        \
+    return hsum_ps(_mm256_add_ps(acc0, acc1)) + _mm_cvtss_f32(_mm_movehdup_ps(sacc));
+
+/* [dx, sx'] of block i as an xmm (sx' = sx times the type's min multiplier) */
+#define XDS(i) _mm_castpd_ps(_mm_load_sd((const double *)(const void *)(x->ds + 2 * (i))))
+/* [d, m] -> floats, for types storing both */
+#define DM(blk) _mm_cvtph_ps(_mm_cvtsi32_si128((int)rd_u32(blk)))
+/* [d, d] -> floats, for types whose min is a multiple of d (folded into sx') */
+#define DD(blk) _mm_cvtph_ps(_mm_set1_epi16((short)rd_u16(blk)))
+
+#define BLOCK_Q(i, acc, sacc, bytes, qoff, QW, SC)                                               \
+    do {                                                                                         \
+        const uint8_t *blk = w + (size_t)(i) * (bytes);                                          \
+        __m128 sc = _mm_mul_ps(SC(blk), XDS(i));                                                 \
+        __m256i p = dot_u8_i8(QW, _mm256_load_si256((const __m256i *)(const void *)(x->q + 32 * (i)))); \
+        acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(sc), _mm256_cvtepi32_ps(p), acc);            \
+        sacc = _mm_add_ps(sacc, sc);                                                             \
+    } while (0)
+
+static float row_q4_0(const uint8_t *w, const xq8 *x) {
+    enum { BYTES = 18 };
+#define BLK(i, acc, sacc) BLOCK_Q(i, acc, sacc, 18, 2, nibbles32(blk + 2), DD)
+    ROW_LOOP(BLK)
+#undef BLK
+}
+
+static float row_q4_1(const uint8_t *w, const xq8 *x) {
+    enum { BYTES = 20 };
+#define BLK(i, acc, sacc) BLOCK_Q(i, acc, sacc, 20, 4, nibbles32(blk + 4), DM)
+    ROW_LOOP(BLK)
+#undef BLK
+}
+
+static float row_q5_0(const uint8_t *w, const xq8 *x) {
+    enum { BYTES = 22 };
+#define BLK(i, acc, sacc) \
+    BLOCK_Q(i, acc, sacc, 22, 6, _mm256_or_si256(nibbles32(blk + 6), q5_high_bits(rd_u32(blk + 2))), DD)
+    ROW_LOOP(BLK)
+#undef BLK
+}
+
+static float row_q5_1(const uint8_t *w, const xq8 *x) {
+    enum { BYTES = 24 };
+#define BLK(i, acc, sacc) \
+    BLOCK_Q(i, acc, sacc, 24, 8, _mm256_or_si256(nibbles32(blk + 8), q5_high_bits(rd_u32(blk + 4))), DM)
+    ROW_LOOP(BLK)
+#undef BLK
+}
+
+/* Q8_0 has no min (its sx' is 0); sacc stays zero. */
+static float row_q8_0(const uint8_t *w, const xq8 *x) {
+    enum { BYTES = 34 };
+#define BLK(i, acc, sacc)                                                                        \
+    do {                                                                                         \
+        const uint8_t *blk = w + (size_t)(i) * 34;                                               \
+        __m128 sc = _mm_mul_ps(DD(blk), XDS(i));                                                 \
+        __m256i qw = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));               \
+        __m256i qx = _mm256_load_si256((const __m256i *)(const void *)(x->q + 32 * (i)));       \
+        __m256i p = dot_u8_i8(_mm256_sign_epi8(qw, qw), _mm256_sign_epi8(qx, qw));               \
+        acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(sc), _mm256_cvtepi32_ps(p), acc);            \
+        (void)sacc;                                                                              \
+    } while (0)
+    ROW_LOOP(BLK)
+#undef BLK
+}
+#undef ROW_LOOP
+
+#else /* plain C: the same integer dot products */
+
+static inline int q5_bit(uint32_t h, int j) { return (int)((h >> j) & 1) << 4; }
+
+static float row_q4_0(const uint8_t *w, const xq8 *x) {
+    float acc = 0.0f;
+    for (int b = 0; b < x->nb; b++) {
+        const uint8_t *blk = w + (size_t)b * 18, *qs = blk + 2;
+        const int8_t *qx = x->q + 32 * b;
+        int s = 0;
+        for (int j = 0; j < 16; j++) s += (qs[j] & 15) * qx[j] + (qs[j] >> 4) * qx[j + 16];
+        float dw = f16(blk);
+        acc += dw * x->ds[2 * b] * (float)s + dw * x->ds[2 * b + 1];
+    }
+    return acc;
+}
+
+static float row_q4_1(const uint8_t *w, const xq8 *x) {
+    float acc = 0.0f;
+    for (int b = 0; b < x->nb; b++) {
+        const uint8_t *blk = w + (size_t)b * 20, *qs = blk + 4;
+        const int8_t *qx = x->q + 32 * b;
+        int s = 0;
+        for (int j = 0; j < 16; j++) s += (qs[j] & 15) * qx[j] + (qs[j] >> 4) * qx[j + 16];
+        acc += f16(blk) * x->ds[2 * b] * (float)s + f16(blk + 2) * x->ds[2 * b + 1];
+    }
+    return acc;
+}
+
+static float row_q5_0(const uint8_t *w, const xq8 *x) {
+    float acc = 0.0f;
+    for (int b = 0; b < x->nb; b++) {
+        const uint8_t *blk = w + (size_t)b * 22, *qs = blk + 6;
+        uint32_t h = rd_u32(blk + 2);
+        const int8_t *qx = x->q + 32 * b;
+        int s = 0;
+        for (int j = 0; j < 16; j++)
+            s += ((qs[j] & 15) | q5_bit(h, j)) * qx[j] + ((qs[j] >> 4) | q5_bit(h, j + 16)) * qx[j + 16];
+        float dw = f16(blk);
+        acc += dw * x->ds[2 * b] * (float)s + dw * x->ds[2 * b + 1];
+    }
+    return acc;
+}
+
+static float row_q5_1(const uint8_t *w, const xq8 *x) {
+    float acc = 0.0f;
+    for (int b = 0; b < x->nb; b++) {
+        const uint8_t *blk = w + (size_t)b * 24, *qs = blk + 8;
+        uint32_t h = rd_u32(blk + 4);
+        const int8_t *qx = x->q + 32 * b;
+        int s = 0;
+        for (int j = 0; j < 16; j++)
+            s += ((qs[j] & 15) | q5_bit(h, j)) * qx[j] + ((qs[j] >> 4) | q5_bit(h, j + 16)) * qx[j + 16];
+        acc += f16(blk) * x->ds[2 * b] * (float)s + f16(blk + 2) * x->ds[2 * b + 1];
+    }
+    return acc;
+}
+
+static float row_q8_0(const uint8_t *w, const xq8 *x) {
+    float acc = 0.0f;
+    for (int b = 0; b < x->nb; b++) {
+        const uint8_t *blk = w + (size_t)b * 34;
+        const int8_t *qx = x->q + 32 * b;
+        int s = 0;
+        for (int j = 0; j < 32; j++) s += (int8_t)blk[2 + j] * qx[j];
+        acc += f16(blk) * x->ds[2 * b] * (float)s;
+    }
+    return acc;
+}
+#endif
+
+/* f32 dot of n floats (n a multiple of 8 on the AVX2 path, any n otherwise). */
+static inline float dot_f32(const float *a, const float *b, int n) {
+#ifdef __AVX2__
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+    }
+    float s = hsum_ps(_mm256_add_ps(s0, s1));
+#else
+    float s = 0.0f;
+    int i = 0;
+#endif
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* Generic row: dequantise a chunk at a time (bit-exact values) and dot in f32. */
+static float row_generic(uint32_t type, const uint8_t *w, int cols, const float *x) {
+    if (type == GGML_F32) return dot_f32((const float *)(const void *)w, x, cols);
+    const kb_qtype *t = kb_qtype_info(type);
+    enum { CHUNK = 512 }; /* a multiple of every block size */
+    float buf[CHUNK];
+    float acc = 0.0f;
+    for (int c = 0; c < cols; c += CHUNK) {
+        int n = KB_MIN(CHUNK, cols - c);
+        kb_dequant(type, w + (size_t)(c / t->blck) * (size_t)t->bytes, buf, n);
+        acc += dot_f32(buf, x + c, n);
+    }
+    return acc;
+}
+
+/* ================================================================ matvec */
+
+typedef float (*row_q8_fn)(const uint8_t *, const xq8 *);
+
+static row_q8_fn row_fn_for(uint32_t type) {
+    switch (type) {
+    case GGML_Q4_0: return row_q4_0;
+    case GGML_Q4_1: return row_q4_1;
+    case GGML_Q5_0: return row_q5_0;
+    case GGML_Q5_1: return row_q5_1;
+    case GGML_Q8_0: return row_q8_0;
+    default: return NULL;
+    }
+}
+
+static int min_mult_for(uint32_t type) {
+    switch (type) {
+    case GGML_Q4_0: return -8;
+    case GGML_Q5_0: return -16;
+    case GGML_Q8_0: return 0;
+    default: return 1;
+    }
+}
+
+/* Below this many weight bytes one thread is faster than waking a team. */
+#define MATVEC_PAR_BYTES (64 * 1024)
+
+void kb_matvec(uint32_t type, const void *W, size_t row_bytes, int rows, int cols,
+               const float *x, float *y) {
+    const uint8_t *w = W;
+    if (rows <= 0) return;
+    row_q8_fn row = row_fn_for(type);
+    xq8 xq = {0};
+    void *xbuf = NULL;
+    if (row) {
+        int nb = cols / 32;
+        xbuf = KB_AMALLOC((size_t)nb * (32 + 2 * sizeof(float)) + 64);
+        xq.nb = nb;
+        xq.q = xbuf;
+        xq.ds = (float *)(void *)((uint8_t *)xbuf + (size_t)nb * 32);
+        xq8_quantise(x, cols, min_mult_for(type), &xq);
+    }
+    size_t total = (size_t)rows * row_bytes;
+    int nthr = total >= MATVEC_PAR_BYTES ? omp_get_max_threads() : 1;
+#pragma omp parallel num_threads(nthr) if (nthr > 1)
+    {
+        int nt = omp_get_num_threads(), t = omp_get_thread_num();
+        /* contiguous ranges in multiples of 16 rows (64 bytes of y) */
+        int units = (rows + 15) / 16;
+        int r0 = (int)((long)units * t / nt) * 16, r1 = (int)((long)units * (t + 1) / nt) * 16;
+        if (r1 > rows) r1 = rows;
+        if (row) {
+            for (int r = r0; r < r1; r++) y[r] = row(w + (size_t)r * row_bytes, &xq);
+        } else {
+            for (int r = r0; r < r1; r++) y[r] = row_generic(type, w + (size_t)r * row_bytes, cols, x);
+        }
+    }
+    if (xbuf) kb_afree(xbuf);
+}
