@@ -29,17 +29,32 @@ const kb_qtype *kb_qtype_info(uint32_t type);
 /* Bytes of a row of n elements; 0 if n is not a multiple of the block size. */
 size_t kb_row_bytes(uint32_t type, int64_t n);
 
-/* Reference: dequantise n elements (a multiple of the block size). */
+/* Reference: dequantise n elements (a multiple of the block size) of a
+ * supported type, written from the block formulas of spec engine.md §5.
+ * src needs no alignment. An unsupported type (a caller bug: the loader
+ * refuses them) fills dst with NaN. */
 void kb_dequant_ref(uint32_t type, const void *src, float *dst, int64_t n);
-/* Fast dequantisation (same results as the reference, bit for bit). */
+/* Fast dequantisation (same results as the reference, bit for bit; the one
+ * exception is F16 NaN payloads, which F16C may quieten). */
 void kb_dequant(uint32_t type, const void *src, float *dst, int64_t n);
 
 /* Reference y = W x: dequantise each row to f32, dot in f32 (double accum).
  * Single-threaded, slow, exact definition. */
 void kb_matvec_ref(uint32_t type, const void *W, size_t row_bytes, int rows, int cols,
                    const float *x, float *y);
-/* Fast y = W x (SIMD + OpenMP over rows). May quantise x to 8 bits
- * internally like llama.cpp (then documented error ~1e-3 relative vs ref). */
+/* Fast y = W x (SIMD + OpenMP over contiguous row ranges; x and y must not
+ * overlap; cols a multiple of the block size). Used for single-token decode.
+ *
+ * Accuracy vs kb_matvec_ref. For Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0, x is first
+ * quantised like llama.cpp's Q8_0/Q8_1 activations: per block b of 32,
+ * dx_b = max|x_b|/127 and q_j = round(x_j/dx_b), so |x_j - dx_b*q_j| <=
+ * dx_b/2 and
+ *     |y_r - yref_r| <= sum_b (dx_b/2) * sum_{j in b} |w_rj|  + f32 rounding,
+ * which for Gaussian-like rows is ~1e-3 of |y_r| scale (about
+ * 0.5/127 * (mean|x| / max|x|) relative to sum_j |w_rj x_j|); the f32
+ * rounding term is ~(cols/8 + 32) * 2^-24 * sum_j |w_rj x_j|. Other types
+ * (F32, F16, BF16, Q4_K, Q6_K) use exact dequantised weights and only carry
+ * the f32 rounding term. tests/unit/test_quant.c checks both bounds. */
 void kb_matvec(uint32_t type, const void *W, size_t row_bytes, int rows, int cols,
                const float *x, float *y);
 

@@ -384,8 +384,12 @@ static float row_q8_0(const uint8_t *w, const xq8 *x) {
     for (int b = 0; b < x->nb; b++) {
         const uint8_t *blk = w + (size_t)b * 34;
         const int8_t *qx = x->q + 32 * b;
+        /* read the weights through an int8_t pointer: GCC 12.2 with VNNI
+         * vectorises "(int8_t)u8[j] * i8[j]" as an unsigned dot product
+         * (wrong sums; tests/unit/test_quant_scalar.c caught it) */
+        const int8_t *qw = (const int8_t *)(blk + 2);
         int s = 0;
-        for (int j = 0; j < 32; j++) s += (int8_t)blk[2 + j] * qx[j];
+        for (int j = 0; j < 32; j++) s += qw[j] * qx[j];
         acc += f16(blk) * x->ds[2 * b] * (float)s;
     }
     return acc;
