@@ -28,7 +28,7 @@ TEST_SUPPORT := $(wildcard tests/unit/support/*.c)
 
 MODEL_FILE := models/SmolLM2-135M-Instruct.Q4_1.gguf
 
-.PHONY: all test check sanitize model deps bench plots fuzz clean
+.PHONY: all test check sanitize model deps bench plots fuzz clean FORCE
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/kvbench
@@ -36,6 +36,14 @@ all: $(BUILD)/kvbench
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# The commit goes into run.json: version.o is rebuilt whenever it changes.
+GIT_DESC := $(shell git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
+$(BUILD)/git_desc: FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(GIT_DESC)' | cmp -s - $@ || echo '$(GIT_DESC)' > $@
+$(BUILD)/obj/harness/version.o: $(BUILD)/git_desc
+$(BUILD)/obj/harness/version.o: CFLAGS += -DKB_GIT_DESC='"$(GIT_DESC)"'
 
 $(BUILD)/libkvbench.a: $(LIB_OBJ)
 	@rm -f $@

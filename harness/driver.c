@@ -1,0 +1,559 @@
+/* driver.c - the sweep (driver.h). Data flow (architecture.md §2):
+ *
+ *   config -> plan: tasks x samples x cells (method, params, budget)
+ *   for each sample: render its first turn, PREFILL prompt[:-1] ONCE with
+ *     exact attention (kb_prefill keeps K, V and the last W queries per layer)
+ *     for each cell: build the method's per-layer states from that prefill,
+ *       decode the last prompt token and every generated token through the
+ *       method, greedy until a stop token or max_new; score; account;
+ *       later turns: roll back the generated tokens, append the gold answer and
+ *       the next user turn (prefilled over what the method retains), decode.
+ *     rows -> samples.csv (atomic rewrite after every cell, so --resume works)
+ *   summary.csv and run.json at the end.
+ *
+ * The driver never looks at a method's or a task's name: methods come from
+ * the registry through kb_method_ops, tasks through kb_task_ops. */
+#include "harness/driver.h"
+
+#include <errno.h>
+#include <omp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "datasets/dataset.h"
+#include "harness/atomic.h"
+#include "harness/config.h"
+#include "harness/engine/model.h"
+#include "harness/json.h"
+#include "harness/machine.h"
+#include "harness/metrics.h"
+#include "harness/progress.h"
+#include "harness/render.h"
+#include "harness/runinfo.h"
+#include "harness/table.h"
+#include "methods/methodset.h"
+#include "methods/prefill.h"
+
+const char *const kb_samples_cols[] = {
+    "seq", "task", "sample", "turn", "method", "label", "params", "budget", "budget_mode",
+    "context_tokens", "target_tokens", "depth", "metric", "score", "prediction", "answers",
+    "prompt_tokens", "new_tokens", "prefill_ms", "decode_ms_per_token", "attn_ms_per_token",
+    "tokens_resident", "bytes_resident", "tokeq_read_per_step", "bytes_read_per_step",
+    "compression_ratio", "recall", "mass_covered", "out_rel_err", "kl_vs_full", "top1_vs_full"};
+const int kb_samples_ncols = (int)(sizeof kb_samples_cols / sizeof kb_samples_cols[0]);
+
+static volatile sig_atomic_t interrupted = 0;
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+typedef struct drv {
+    const kb_sweep_config *cfg;
+    kb_model *m;
+    kb_forward *f;
+    kb_renderer rend;
+    kb_prefill pf;       /* the shared exact prefill of the current sample */
+    char samples_path[1200];
+    kb_table rows;
+} drv;
+
+/* One turn's decode through a methodset. */
+typedef struct turn_out {
+    int32_t *gen;        /* generated ids (stop token excluded) */
+    int n_gen;
+    int steps;           /* decode steps run (prompt's last token + fed generated tokens) */
+    double t_decode, t_attn;
+    kb_cell_account acc; /* mean over steps of the read columns; resident at the end */
+    long mark;           /* methodset mark after the prompt's last token */
+} turn_out;
+
+static int decode_turn(drv *d, kb_methodset *ms, int32_t first, int pos0, int max_new,
+                       turn_out *o) {
+    const kb_model *m = d->m;
+    kb_attn_backend be = methodset_backend(ms);
+    memset(o, 0, sizeof *o);
+    o->gen = KB_MALLOC((size_t)(max_new + 1) * sizeof(int32_t));
+    int32_t tok = first;
+    int pos = pos0;
+    double read_tokeq = 0, read_bytes = 0, attended = 0;
+    for (int i = 0; i < max_new; i++) {
+        if (interrupted) return 130;
+        double t0 = kb_now(), a0 = d->f->t_attn;
+        forward_decode(d->f, tok, pos++, &be);
+        o->t_decode += kb_now() - t0;
+        o->t_attn += d->f->t_attn - a0;
+        o->steps++;
+        kb_cell_account a;
+        methodset_account(ms, &a);
+        read_tokeq += a.read_tokeq;
+        read_bytes += a.read_bytes;
+        attended += a.attended;
+        o->acc = a;
+        if (i == 0) o->mark = methodset_mark(ms);
+        int32_t next = logits_argmax(d->f->logits, m->hp.n_vocab);
+        if (tokenizer_is_eog(m->tok, next)) break;
+        o->gen[o->n_gen++] = next;
+        tok = next;
+    }
+    if (o->steps) {
+        o->acc.read_tokeq = read_tokeq / o->steps;
+        o->acc.read_bytes = read_bytes / o->steps;
+        o->acc.attended = attended / o->steps;
+    }
+    return 0;
+}
+
+static char *answers_json(const kb_turn *t) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < t->n_answers; i++) cJSON_AddItemToArray(a, cJSON_CreateString(t->answers[i]));
+    char *s = cJSON_PrintUnformatted(a);
+    cJSON_Delete(a);
+    return s;
+}
+
+static void add_row(drv *d, long seq, const kb_sample *s, int t, const kb_cell *c, int ctx_tokens,
+                    int prompt_tokens, double prefill_s, const turn_out *o, const char *pred,
+                    double score) {
+    char b[32][64];
+    const kb_turn *tu = &s->turns[t];
+    char *ans = answers_json(tu);
+    int k = 0;
+    const char *v[40];
+    v[k++] = fmt_long(b[0], 64, seq);
+    v[k++] = s->task;
+    v[k++] = s->id;
+    v[k++] = fmt_long(b[1], 64, t);
+    v[k++] = c->p.ops->name;
+    v[k++] = c->p.label;
+    v[k++] = c->params_json;
+    v[k++] = c->p.budget >= 0 ? fmt_long(b[2], 64, c->p.budget) : "";
+    v[k++] = c->p.budget_mode == KB_BUDGET_TOPK ? "topk" : "traffic";
+    v[k++] = fmt_long(b[3], 64, ctx_tokens);
+    v[k++] = s->target_tokens >= 0 ? fmt_long(b[4], 64, s->target_tokens) : "";
+    v[k++] = s->depth >= 0 ? fmt_double(b[5], 64, s->depth) : "";
+    v[k++] = tu->metric;
+    v[k++] = fmt_double(b[6], 64, score);
+    v[k++] = pred;
+    v[k++] = ans;
+    v[k++] = fmt_long(b[7], 64, prompt_tokens);
+    v[k++] = fmt_long(b[8], 64, o->n_gen);
+    v[k++] = fmt_double(b[9], 64, prefill_s * 1e3);
+    v[k++] = fmt_double(b[10], 64, o->steps ? o->t_decode * 1e3 / o->steps : 0);
+    v[k++] = fmt_double(b[11], 64, o->steps ? o->t_attn * 1e3 / o->steps : 0);
+    v[k++] = fmt_double(b[12], 64, o->acc.resident_tokens);
+    v[k++] = fmt_double(b[13], 64, o->acc.resident_bytes);
+    v[k++] = fmt_double(b[14], 64, o->acc.read_tokeq);
+    v[k++] = fmt_double(b[15], 64, o->acc.read_bytes);
+    v[k++] = fmt_double(b[16], 64, o->acc.resident_tokens > 0 ? ctx_tokens / o->acc.resident_tokens : 0);
+    for (int i = 0; i < 5; i++) v[k++] = ""; /* fidelity columns: filled when enabled */
+    table_add(&d->rows, v);
+    free(ans);
+}
+
+static double score_turn(const kb_sample *s, int t, const char *pred) {
+    const kb_turn *tu = &s->turns[t];
+    const kb_metric *mt = metric_find(tu->metric);
+    return mt->score(pred, (const char *const *)tu->answers, tu->n_answers,
+                     (const char *const *)s->all_classes, s->n_classes);
+}
+
+static int max_new_of(const kb_sample *s) {
+    int mx = 0;
+    for (int t = 0; t < s->n_turns; t++) mx = KB_MAX(mx, s->turns[t].max_new);
+    return mx;
+}
+
+/* The prefill of a sample: tokens and where the method's first decode starts. */
+typedef struct sample_prep {
+    kb_tokens first;    /* first turn (or shared prefix for multi-request) */
+    double prefill_s;
+    int L;              /* first turn's prompt tokens (incl. the decoded last one) */
+} sample_prep;
+
+static int run_cell(drv *d, long seq, const kb_sample *s, const kb_cell *c, const sample_prep *sp,
+                    kb_err *err) {
+    const kb_hparams *hp = &d->m->hp;
+    kb_method_ctx ctx = {0};
+    ctx.n_layers = hp->n_layer;
+    ctx.Hq = hp->n_head;
+    ctx.Hkv = hp->n_head_kv;
+    ctx.D = hp->head_dim;
+    ctx.kv_dtype = d->cfg->kv_dtype;
+    ctx.n_ctx = hp->n_ctx_train;
+    ctx.N_new = max_new_of(s);
+    int rc = 0;
+    kb_methodset *ms = NULL;
+    if (s->multi_request) {
+        int P = sp->first.n; /* the whole shared prefix was prefilled */
+        for (int t = 0; t < s->n_turns && !rc; t++) {
+            kb_tokens req;
+            if ((rc = render_request(&d->rend, s, t, &req, err))) break;
+            ctx.L_prompt = P + req.n;
+            ctx.S = KB_MIN(ctx.L_prompt + ctx.N_new, ctx.n_ctx);
+            if ((rc = methodset_build(&c->p, &ctx, &d->pf, &ms, err))) {
+                tokens_free(&req);
+                break;
+            }
+            kb_attn_backend be = methodset_backend(ms);
+            double t0 = kb_now();
+            if (req.n > 1) rc = forward_prefill(d->f, req.ids, req.n - 1, P, &be, NULL, 0, err);
+            if (!rc) rc = methodset_end_turn(ms, err);
+            double tp = kb_now() - t0;
+            turn_out o = {0};
+            if (!rc) rc = decode_turn(d, ms, req.ids[req.n - 1], P + req.n - 1, s->turns[t].max_new, &o);
+            if (!rc) {
+                char *pred = tokenizer_decode(d->m->tok, o.gen, o.n_gen, 0);
+                add_row(d, seq, s, t, c, P + req.n, req.n, sp->prefill_s + tp, &o, pred,
+                        score_turn(s, t, pred));
+                free(pred);
+            }
+            free(o.gen);
+            methodset_free(ms);
+            ms = NULL;
+            tokens_free(&req);
+        }
+        return rc;
+    }
+    ctx.L_prompt = sp->L;
+    ctx.S = KB_MIN(sp->L + ctx.N_new, ctx.n_ctx);
+    if ((rc = methodset_build(&c->p, &ctx, &d->pf, &ms, err))) return rc;
+    int pos = sp->L - 1; /* position of the token decoded first */
+    int32_t first = sp->first.ids[sp->L - 1];
+    int prompt_tokens = sp->L;
+    double prefill_s = sp->prefill_s;
+    char *prev_answer = NULL;
+    for (int t = 0; t < s->n_turns && !rc; t++) {
+        if (t > 0) {
+            kb_tokens cont;
+            if ((rc = render_next_turn(&d->rend, s, t, prev_answer, &cont, err))) break;
+            if (pos + cont.n + s->turns[t].max_new > hp->n_ctx_train) {
+                rc = kb_fail(err, KB_EINPUT,
+                             "%s/%s: turn %d needs %d tokens, more than the model context %d",
+                             s->task, s->id, t, pos + cont.n + s->turns[t].max_new, hp->n_ctx_train);
+                tokens_free(&cont);
+                break;
+            }
+            kb_attn_backend be = methodset_backend(ms);
+            double t0 = kb_now();
+            if (cont.n > 1) rc = forward_prefill(d->f, cont.ids, cont.n - 1, pos, &be, NULL, 0, err);
+            if (!rc) rc = methodset_end_turn(ms, err);
+            prefill_s = kb_now() - t0;
+            pos += cont.n - 1;
+            first = cont.ids[cont.n - 1];
+            prompt_tokens = cont.n;
+            tokens_free(&cont);
+            if (rc) break;
+        }
+        turn_out o = {0};
+        rc = decode_turn(d, ms, first, pos, s->turns[t].max_new, &o);
+        if (!rc) {
+            char *pred = tokenizer_decode(d->m->tok, o.gen, o.n_gen, 0);
+            add_row(d, seq, s, t, c, pos + 1, prompt_tokens, prefill_s, &o, pred,
+                    score_turn(s, t, pred));
+            free(prev_answer);
+            const kb_turn *tu = &s->turns[t];
+            prev_answer = kb_strdup(d->cfg->own_answers ? pred
+                                    : tu->gold                ? tu->gold
+                                    : tu->n_answers           ? tu->answers[0]
+                                                              : "");
+            free(pred);
+            /* drop the generated tokens; keep the prompt's last token */
+            methodset_rollback(ms, o.mark);
+            pos += 1;
+        }
+        free(o.gen);
+    }
+    free(prev_answer);
+    methodset_free(ms);
+    return rc;
+}
+
+/* ------------------------------------------------------------ the run --- */
+
+typedef struct done_set {
+    char **keys;
+    int n, cap;
+} done_set;
+
+static void cell_key(char *buf, size_t cap, long seq, const char *label, int budget) {
+    snprintf(buf, cap, "%ld\x1f%s\x1f%d", seq, label, budget);
+}
+
+static int done_has(const done_set *s, const char *k) {
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->keys[i], k)) return 1;
+    return 0;
+}
+
+static void done_add(done_set *s, const char *k) {
+    if (done_has(s, k)) return;
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 64;
+        s->keys = KB_REALLOC(s->keys, (size_t)s->cap * sizeof *s->keys);
+    }
+    s->keys[s->n++] = kb_strdup(k);
+}
+
+static void done_free(done_set *s) {
+    for (int i = 0; i < s->n; i++) free(s->keys[i]);
+    free(s->keys);
+}
+
+static int file_exists(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+static int gen_samples(drv *d, kb_sample_list *all, kb_err *err) {
+    const kb_sweep_config *c = d->cfg;
+    kb_dataset_env env;
+    memset(&env, 0, sizeof env);
+    env.seed = c->seed;
+    env.haystack_dir = c->haystack;
+    env.data_dir = c->data_dir;
+    env.configs_dir = "configs";
+    env.n_ctx = d->m->hp.n_ctx_train;
+    env.count_ctx = &d->rend;
+    env.count_tokens = render_count_tokens;
+    int i = 0;
+    for (const cJSON *t = c->tasks->child; t; t = t->next, i++) {
+        char where[1200];
+        snprintf(where, sizeof where, "%s: tasks[%d]", c->path, i);
+        const char *name;
+        int rc = json_get_string(t, where, "task", 1, NULL, &name, err);
+        if (rc) return rc;
+        const kb_task_ops *ops = task_find(name);
+        if (!ops) {
+            char known[2048] = "";
+            for (int k = 0; k < task_count(); k++) {
+                strncat(known, task_at(k)->name, sizeof known - strlen(known) - 3);
+                if (k + 1 < task_count()) strcat(known, ", ");
+            }
+            return kb_fail(err, KB_EINPUT, "%s: unknown task '%s' (known: %s)", where, name, known);
+        }
+        kb_sample_list one = {0};
+        rc = ops->generate(t, &env, &one, err);
+        if (rc) {
+            sample_list_free(&one);
+            return kb_err_prefix(err, "%s", where);
+        }
+        int take = c->max_samples && one.n > c->max_samples ? c->max_samples : one.n;
+        for (int k = 0; k < one.n; k++) {
+            if (k < take) {
+                if (all->n == all->cap) {
+                    all->cap = all->cap ? 2 * all->cap : 64;
+                    all->v = KB_REALLOC(all->v, (size_t)all->cap * sizeof *all->v);
+                }
+                all->v[all->n++] = one.v[k];
+            } else {
+                sample_free(&one.v[k]);
+            }
+        }
+        free(one.v);
+    }
+    for (int k = 0; k < all->n; k++)
+        for (int t = 0; t < all->v[k].n_turns; t++)
+            if (!metric_find(all->v[k].turns[t].metric))
+                return kb_fail(err, KB_ERUNTIME, "%s/%s: unknown metric '%s'", all->v[k].task,
+                               all->v[k].id, all->v[k].turns[t].metric);
+    return 0;
+}
+
+static int prepare_sample(drv *d, const kb_sample *s, sample_prep *sp, kb_err *err) {
+    memset(sp, 0, sizeof *sp);
+    int rc = s->multi_request ? render_shared_prefix(&d->rend, s, &sp->first, err)
+                              : render_first_turn(&d->rend, s, &sp->first, err);
+    if (rc) return rc;
+    int n_ctx = d->m->hp.n_ctx_train, need = sp->first.n + max_new_of(s);
+    if (sp->first.n < 2 || need > n_ctx) {
+        rc = kb_fail(err, KB_EINPUT, "%s/%s: prompt of %d tokens + %d new does not fit the model "
+                     "context %d (or is shorter than 2 tokens)",
+                     s->task, s->id, sp->first.n, max_new_of(s), n_ctx);
+        tokens_free(&sp->first);
+        return rc;
+    }
+    sp->L = sp->first.n;
+    prefill_reset(&d->pf);
+    kb_attn_backend be = prefill_backend(&d->pf);
+    int n = s->multi_request ? sp->first.n : sp->first.n - 1;
+    double t0 = kb_now();
+    rc = forward_prefill(d->f, sp->first.ids, n, 0, &be, NULL, 0, err);
+    sp->prefill_s = kb_now() - t0;
+    if (rc) tokens_free(&sp->first);
+    return rc;
+}
+
+int sweep_run(const kb_sweep_opts *o, kb_err *err) {
+    kb_sweep_config cfg;
+    int rc = sweep_config_load_with(o->config, o->overrides, o->n_overrides, &cfg, err);
+    if (rc) return rc;
+    drv d;
+    memset(&d, 0, sizeof d);
+    d.cfg = &cfg;
+    char out[1024];
+    if (o->out_dir) snprintf(out, sizeof out, "%s", o->out_dir);
+    else snprintf(out, sizeof out, "results/%s", cfg.name);
+    const char *model_spec = o->model ? o->model : cfg.model;
+    if (!model_spec) model_spec = getenv("KVBENCH_MODEL");
+    if (!model_spec || !*model_spec) model_spec = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+    int threads = o->threads ? o->threads : cfg.threads;
+    if (threads) {
+        omp_set_num_threads(threads);
+    }
+    rc = model_load(model_spec, &d.m, err);
+    if (rc) goto done_cfg;
+    if (!d.m->tok) {
+        rc = kb_fail(err, KB_EINPUT, "%s: a sweep needs a tokenizer; synthetic models are for "
+                     "`kvbench bench` only", model_spec);
+        goto done_model;
+    }
+    d.rend.tok = d.m->tok;
+    d.rend.fmt = tokenizer_chat_format(d.m->tok);
+
+    /* the plan */
+    kb_sample_list samples = {0};
+    if ((rc = gen_samples(&d, &samples, err))) goto done_samples;
+    long todo = 0;
+    for (int i = 0; i < samples.n; i++)
+        if (o->shard_n <= 1 || i % o->shard_n == o->shard_i) todo++;
+    if (o->dry_run) {
+        printf("run: %s -> %s\nmodel: %s\nsamples: %d (this shard %ld), cells per sample: %d\n",
+               cfg.path, out, model_spec, samples.n, todo, cfg.n_cells);
+        for (int c = 0; c < cfg.n_cells; c++)
+            printf("  cell %d: %s budget %d params %s\n", c, cfg.cells[c].p.label,
+                   cfg.cells[c].p.budget, cfg.cells[c].params_json);
+        goto done_samples;
+    }
+
+    /* run directory and manifest */
+    if ((rc = make_dirs(out, err))) goto done_samples;
+    snprintf(d.samples_path, sizeof d.samples_path, "%s/samples.csv", out);
+    char runjson[1200];
+    snprintf(runjson, sizeof runjson, "%s/run.json", out);
+    kb_runinfo ri;
+    runinfo_init(&ri, &cfg, d.m, model_spec, o);
+    if (file_exists(runjson)) {
+        if (!o->resume && !o->force) {
+            rc = kb_fail(err, KB_EINPUT, "%s already holds a run: use --resume to continue it, "
+                         "--out DIR for a new one, or --force to overwrite it", out);
+            goto done_ri;
+        }
+        if (o->resume && !o->force && (rc = runinfo_check_same(&ri, runjson, err))) goto done_ri;
+    }
+    done_set done = {0};
+    if (o->resume && file_exists(d.samples_path)) {
+        if ((rc = table_read_csv(d.samples_path, kb_samples_cols, kb_samples_ncols, &d.rows, err)))
+            goto done_ri;
+        /* a cell is done when all its rows are present: rows are written per cell */
+        for (int r = 0; r < d.rows.nrow; r++) {
+            char k[256];
+            const char *b = table_get(&d.rows, r, "budget");
+            cell_key(k, sizeof k, atol(table_get(&d.rows, r, "seq")), table_get(&d.rows, r, "label"),
+                     *b ? atoi(b) : -1);
+            done_add(&done, k);
+        }
+    } else {
+        table_init(&d.rows, kb_samples_cols, kb_samples_ncols);
+    }
+    if ((rc = runinfo_write(&ri, runjson, "running", err))) goto done_rows;
+
+    int W = cfg.window_max;
+    const kb_hparams *hp = &d.m->hp;
+    prefill_init(&d.pf, hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim, cfg.kv_dtype, W,
+                 hp->n_ctx_train);
+    d.f = forward_new(d.m, 256);
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, &old);
+    interrupted = 0;
+
+    kb_progress pg;
+    progress_init(&pg, todo * cfg.n_cells);
+    long units = 0;
+    for (int i = 0; i < samples.n && !rc; i++) {
+        if (o->shard_n > 1 && i % o->shard_n != o->shard_i) continue;
+        const kb_sample *s = &samples.v[i];
+        int pending = 0;
+        for (int c = 0; c < cfg.n_cells; c++) {
+            char k[256];
+            cell_key(k, sizeof k, i, cfg.cells[c].p.label, cfg.cells[c].p.budget);
+            pending += !done_has(&done, k);
+        }
+        if (!pending) {
+            units += cfg.n_cells;
+            progress_update(&pg, units, s->id);
+            continue;
+        }
+        sample_prep sp;
+        char what[300];
+        snprintf(what, sizeof what, "%s/%s prefill", s->task, s->id);
+        progress_update(&pg, units, what);
+        if ((rc = prepare_sample(&d, s, &sp, err))) break;
+        for (int c = 0; c < cfg.n_cells && !rc; c++) {
+            const kb_cell *cell = &cfg.cells[c];
+            char k[256];
+            cell_key(k, sizeof k, i, cell->p.label, cell->p.budget);
+            if (!done_has(&done, k)) {
+                int before = d.rows.nrow;
+                rc = run_cell(&d, i, s, cell, &sp, err);
+                if (rc) {
+                    /* drop a partial cell's rows: the table only holds whole cells */
+                    while (d.rows.nrow > before) {
+                        d.rows.nrow--;
+                        for (int x = 0; x < d.rows.ncol; x++) free(d.rows.rows[d.rows.nrow][x]);
+                        free(d.rows.rows[d.rows.nrow]);
+                    }
+                    if (rc != 130) kb_err_prefix(err, "%s/%s, %s budget %d", s->task, s->id,
+                                                 cell->p.label, cell->p.budget);
+                    break;
+                }
+                int wrc = table_write_csv(&d.rows, d.samples_path, err);
+                if (wrc) {
+                    rc = wrc;
+                    break;
+                }
+            }
+            units++;
+            snprintf(what, sizeof what, "%s/%s %s B=%d", s->task, s->id, cell->p.label, cell->p.budget);
+            progress_update(&pg, units, what);
+        }
+        tokens_free(&sp.first);
+    }
+    progress_end(&pg);
+    sigaction(SIGINT, &old, NULL);
+    if (rc == 130) kb_fail(err, 130, "interrupted: %d rows kept in %s; continue with --resume",
+                           d.rows.nrow, d.samples_path);
+    {
+        /* tables stay consistent even when interrupted or failed */
+        kb_err e2 = {0};
+        int wrc = table_write_csv(&d.rows, d.samples_path, &e2);
+        char sum[1200];
+        snprintf(sum, sizeof sum, "%s/summary.csv", out);
+        if (!wrc) wrc = summary_write(d.samples_path, sum, "full", &e2);
+        if (!wrc) wrc = runinfo_write(&ri, runjson, rc ? (rc == 130 ? "interrupted" : "failed") : "done", &e2);
+        if (wrc && !rc) {
+            *err = e2;
+            rc = wrc;
+        }
+        if (!rc) fprintf(stderr, "kvbench sweep: wrote %s/{samples.csv,summary.csv,run.json}\n", out);
+    }
+    forward_free(d.f);
+    prefill_free(&d.pf);
+done_rows:
+    table_free(&d.rows);
+    done_free(&done);
+done_ri:
+    runinfo_free(&ri);
+done_samples:
+    sample_list_free(&samples);
+done_model:
+    model_free(d.m);
+done_cfg:
+    sweep_config_free(&cfg);
+    return rc;
+}

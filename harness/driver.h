@@ -1,0 +1,36 @@
+/* driver.h - the sweep: prefill each sample once, reuse it for every
+ * (method, params, budget) cell, decode greedily, score, account, and write
+ * results/<run>/{samples,summary,latency}.csv and run.json. */
+#ifndef KB_DRIVER_H
+#define KB_DRIVER_H
+
+#include "kernels/kb_base.h"
+
+typedef struct kb_sweep_opts {
+    const char *config;      /* config file */
+    const char *out_dir;     /* --out (default results/<name>) */
+    const char *model;       /* --model (overrides the config's) */
+    int resume;              /* --resume: continue a killed run */
+    int force;               /* --force: overwrite / accept a changed config */
+    int shard_i, shard_n;    /* --shard I/N (0/1 = everything) */
+    int dump_trace_layer;    /* --dump-trace LAYER (-1 = off) */
+    char *const *overrides;  /* --set KEY=VALUE */
+    int n_overrides;
+    int threads;             /* --threads (0 = config / all cores) */
+    int dry_run;             /* --dry-run: print the plan and exit */
+} kb_sweep_opts;
+
+/* Returns 0, KB_ERUNTIME, KB_EINPUT, or 130 when interrupted by SIGINT (what
+ * was finished is kept and the tables are consistent). */
+int sweep_run(const kb_sweep_opts *o, kb_err *err);
+
+/* Column sets of the output tables (for readers: plot, merge, tests). */
+extern const char *const kb_samples_cols[];
+extern const int kb_samples_ncols;
+extern const char *const kb_summary_cols[];
+extern const int kb_summary_ncols;
+/* Rebuilds summary.csv from samples.csv (used by sweep and merge). */
+int summary_write(const char *samples_csv, const char *summary_csv, const char *baseline,
+                  kb_err *err);
+
+#endif

@@ -1,0 +1,174 @@
+/* runinfo.c - run.json (runinfo.h). */
+#include "harness/runinfo.h"
+
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "harness/atomic.h"
+#include "harness/json.h"
+#include "harness/machine.h"
+#include "harness/sha256.h"
+#include "harness/version.h"
+
+char *openblas_get_corename(void);
+
+int model_sha256(const char *spec, char hex[65], kb_err *err) {
+    if (!strncmp(spec, "synthetic:", 10)) {
+        snprintf(hex, 65, "synthetic");
+        return 0;
+    }
+    struct stat st;
+    if (stat(spec, &st)) return kb_fail(err, KB_EINPUT, "%s: cannot stat", spec);
+    char side[1100];
+    snprintf(side, sizeof side, "%s.sha256", spec);
+    FILE *f = fopen(side, "r");
+    if (f) {
+        char h[65];
+        long long size, mtime;
+        int ok = fscanf(f, "%64s %lld %lld", h, &size, &mtime) == 3 && size == (long long)st.st_size &&
+                 mtime == (long long)st.st_mtime && strlen(h) == 64;
+        fclose(f);
+        if (ok) {
+            memcpy(hex, h, 65);
+            return 0;
+        }
+    }
+    int rc = sha256_file(spec, hex, err);
+    if (rc) return rc;
+    char line[160];
+    int n = snprintf(line, sizeof line, "%s %lld %lld\n", hex, (long long)st.st_size,
+                     (long long)st.st_mtime);
+    atomic_write(side, line, (size_t)n, NULL); /* a cache: failure to write is fine */
+    return 0;
+}
+
+cJSON *runinfo_model_json(const kb_model *m, const char *spec, const char *sha) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "spec", spec);
+    cJSON_AddStringToObject(o, "name", m->name);
+    cJSON_AddStringToObject(o, "sha256", sha);
+    cJSON_AddBoolToObject(o, "synthetic", m->synthetic);
+    const kb_hparams *h = &m->hp;
+    cJSON_AddNumberToObject(o, "n_layer", h->n_layer);
+    cJSON_AddNumberToObject(o, "n_embd", h->n_embd);
+    cJSON_AddNumberToObject(o, "n_head", h->n_head);
+    cJSON_AddNumberToObject(o, "n_head_kv", h->n_head_kv);
+    cJSON_AddNumberToObject(o, "head_dim", h->head_dim);
+    cJSON_AddNumberToObject(o, "n_ff", h->n_ff);
+    cJSON_AddNumberToObject(o, "n_vocab", h->n_vocab);
+    cJSON_AddNumberToObject(o, "n_ctx", h->n_ctx_train);
+    cJSON_AddNumberToObject(o, "rope_theta", h->rope_theta);
+    cJSON_AddNumberToObject(o, "weight_bytes_per_token", (double)m->weight_bytes);
+    if (m->tok) {
+        cJSON *t = cJSON_AddObjectToObject(o, "tokenizer");
+        cJSON_AddStringToObject(t, "model", tokenizer_model_name(m->tok));
+        cJSON_AddStringToObject(t, "pre", tokenizer_pre_name(m->tok));
+        cJSON_AddStringToObject(t, "chat_format", chat_format_name(tokenizer_chat_format(m->tok)));
+    }
+    return o;
+}
+
+cJSON *runinfo_machine_json(void) {
+    kb_machine mc;
+    machine_describe(&mc);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "cpu", mc.cpu);
+    cJSON_AddNumberToObject(o, "cores", mc.cores);
+    cJSON_AddNumberToObject(o, "threads", mc.threads);
+    cJSON_AddStringToObject(o, "simd", mc.simd);
+    cJSON_AddNumberToObject(o, "mem_gib", mc.mem_gib);
+    cJSON_AddStringToObject(o, "host", mc.host);
+    cJSON_AddStringToObject(o, "openblas_core", openblas_get_corename());
+    cJSON_AddStringToObject(o, "backend", "cpu");
+    return o;
+}
+
+static void now_iso(char *b, size_t cap) {
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(b, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+void runinfo_init(kb_runinfo *r, const kb_sweep_config *c, const kb_model *m,
+                  const char *model_spec, const kb_sweep_opts *o) {
+    cJSON *j = cJSON_CreateObject();
+    r->j = j;
+    cJSON_AddStringToObject(j, "kvbench_version", kb_version());
+    cJSON_AddStringToObject(j, "git_commit", kb_git_desc());
+    cJSON_AddStringToObject(j, "config_file", c->path);
+    cJSON_AddItemToObject(j, "config", cJSON_Duplicate(c->root, 1));
+    cJSON *ov = cJSON_AddArrayToObject(j, "overrides");
+    for (int i = 0; i < o->n_overrides; i++) cJSON_AddItemToArray(ov, cJSON_CreateString(o->overrides[i]));
+    char sha[65] = "unknown";
+    kb_err e;
+    if (model_sha256(model_spec, sha, &e)) snprintf(sha, sizeof sha, "unknown");
+    cJSON_AddItemToObject(j, "model", runinfo_model_json(m, model_spec, sha));
+    cJSON_AddItemToObject(j, "machine", runinfo_machine_json());
+    cJSON_AddStringToObject(j, "kv_dtype", kb_dtype_name(c->kv_dtype));
+    cJSON_AddNumberToObject(j, "seed", (double)c->seed);
+    char shard[32];
+    snprintf(shard, sizeof shard, "%d/%d", o->shard_n > 1 ? o->shard_i : 0, o->shard_n > 1 ? o->shard_n : 1);
+    cJSON_AddStringToObject(j, "shard", shard);
+    cJSON_AddNumberToObject(j, "window_queries", c->window_max);
+    char t[32];
+    now_iso(t, sizeof t);
+    cJSON_AddStringToObject(j, "start_time", t);
+}
+
+int runinfo_check_same(const kb_runinfo *r, const char *path, kb_err *err) {
+    cJSON *old;
+    int rc = json_load_file(path, &old, err);
+    if (rc) return rc;
+    static const char *const keys[] = {"config", "overrides", "shard", "kv_dtype"};
+    for (size_t i = 0; i < KB_ARRAY_LEN(keys) && !rc; i++)
+        if (!cJSON_Compare(cJSON_GetObjectItemCaseSensitive(old, keys[i]),
+                           cJSON_GetObjectItemCaseSensitive(r->j, keys[i]), 1))
+            rc = kb_fail(err, KB_EINPUT,
+                         "%s was made with a different %s: refusing to mix results (use --force "
+                         "to continue anyway, or --out for a new run directory)",
+                         path, keys[i]);
+    const cJSON *om = cJSON_GetObjectItemCaseSensitive(old, "model");
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(r->j, "model");
+    if (!rc && !cJSON_Compare(cJSON_GetObjectItemCaseSensitive(om, "sha256"),
+                              cJSON_GetObjectItemCaseSensitive(nm, "sha256"), 1))
+        rc = kb_fail(err, KB_EINPUT, "%s was made with a different model (sha256 differs): "
+                     "use --force to continue anyway, or --out for a new run directory", path);
+    /* keep the first start time */
+    if (!rc) {
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(old, "start_time");
+        if (cJSON_IsString(st)) {
+            cJSON_DeleteItemFromObjectCaseSensitive(r->j, "start_time");
+            cJSON_AddStringToObject(r->j, "start_time", st->valuestring);
+        }
+    }
+    cJSON_Delete(old);
+    return rc;
+}
+
+int runinfo_write(kb_runinfo *r, const char *path, const char *status, kb_err *err) {
+    cJSON_DeleteItemFromObjectCaseSensitive(r->j, "status");
+    cJSON_AddStringToObject(r->j, "status", status);
+    cJSON_DeleteItemFromObjectCaseSensitive(r->j, "end_time");
+    if (strcmp(status, "running")) {
+        char t[32];
+        now_iso(t, sizeof t);
+        cJSON_AddStringToObject(r->j, "end_time", t);
+    }
+    char *s = cJSON_Print(r->j);
+    size_t n = strlen(s);
+    s = KB_REALLOC(s, n + 2);
+    s[n] = '\n';
+    int rc = atomic_write(path, s, n + 1, err);
+    free(s);
+    return rc;
+}
+
+void runinfo_free(kb_runinfo *r) {
+    cJSON_Delete(r->j);
+    r->j = NULL;
+}

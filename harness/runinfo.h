@@ -1,0 +1,32 @@
+/* runinfo.h - run.json, the manifest that makes every number traceable:
+ * resolved config, kvbench version and git commit, model file and sha256,
+ * tokenizer and chat format, machine, threads, KV type, shard, times, status. */
+#ifndef KB_RUNINFO_H
+#define KB_RUNINFO_H
+
+#include <cjson/cJSON.h>
+
+#include "harness/config.h"
+#include "harness/driver.h"
+#include "harness/engine/model.h"
+
+typedef struct kb_runinfo {
+    cJSON *j;
+} kb_runinfo;
+
+void runinfo_init(kb_runinfo *r, const kb_sweep_config *c, const kb_model *m,
+                  const char *model_spec, const kb_sweep_opts *o);
+/* KB_EINPUT if the run.json at path was made by a different config, model
+ * or shard (the error says which). */
+int runinfo_check_same(const kb_runinfo *r, const char *path, kb_err *err);
+int runinfo_write(kb_runinfo *r, const char *path, const char *status, kb_err *err);
+void runinfo_free(kb_runinfo *r);
+
+/* The model's sha256 (cached next to the file as <file>.sha256 keyed by size
+ * and mtime; "synthetic" for synthetic models). */
+int model_sha256(const char *spec, char hex[65], kb_err *err);
+/* A JSON object describing model, tokenizer and machine (also used by bench). */
+cJSON *runinfo_model_json(const kb_model *m, const char *spec, const char *sha);
+cJSON *runinfo_machine_json(void);
+
+#endif

@@ -1,0 +1,215 @@
+/* summary.c - summary.csv from samples.csv: per (task, turn, cell) the
+ * number of rows, mean score x100 with a 95% interval (normal approximation,
+ * 1.96 standard errors), median decode ms/token, speedup against the
+ * baseline cell of the same task (default label "full"), mean resident and
+ * traffic columns. Multi-turn tasks also get one row per turn ("all" is the
+ * mean over turns). Task "ALL" is the macro average over tasks. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/driver.h"
+#include "harness/table.h"
+
+const char *const kb_summary_cols[] = {
+    "task", "turn", "method", "label", "params", "budget", "budget_mode", "n", "score", "ci95",
+    "decode_ms_per_token", "speedup_vs_full", "tokens_resident", "bytes_resident",
+    "tokeq_read_per_step", "bytes_read_per_step", "compression_ratio"};
+const int kb_summary_ncols = (int)(sizeof kb_summary_cols / sizeof kb_summary_cols[0]);
+
+typedef struct group {
+    char task[64], turn[16], method[48], label[80], params[512], budget[16], mode[16];
+    double *score, *dec;
+    int n, cap;
+    double res_tok, res_bytes, rd_tok, rd_bytes, comp;
+} group;
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    if (!n) return NAN;
+    double *c = KB_MALLOC((size_t)n * sizeof(double));
+    memcpy(c, v, (size_t)n * sizeof(double));
+    qsort(c, (size_t)n, sizeof *c, cmp_d);
+    double m = n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
+    free(c);
+    return m;
+}
+
+static group *find_group(group **gs, int *ng, int *cap, const char *task, const char *turn,
+                         const kb_table *t, int r) {
+    const char *label = table_get(t, r, "label"), *budget = table_get(t, r, "budget");
+    for (int i = 0; i < *ng; i++)
+        if (!strcmp((*gs)[i].task, task) && !strcmp((*gs)[i].turn, turn) &&
+            !strcmp((*gs)[i].label, label) && !strcmp((*gs)[i].budget, budget))
+            return &(*gs)[i];
+    if (*ng == *cap) {
+        *cap = *cap ? 2 * *cap : 32;
+        *gs = KB_REALLOC(*gs, (size_t)*cap * sizeof **gs);
+    }
+    group *g = &(*gs)[(*ng)++];
+    memset(g, 0, sizeof *g);
+    snprintf(g->task, sizeof g->task, "%s", task);
+    snprintf(g->turn, sizeof g->turn, "%s", turn);
+    snprintf(g->method, sizeof g->method, "%s", table_get(t, r, "method"));
+    snprintf(g->label, sizeof g->label, "%s", label);
+    snprintf(g->params, sizeof g->params, "%s", table_get(t, r, "params"));
+    snprintf(g->budget, sizeof g->budget, "%s", budget);
+    snprintf(g->mode, sizeof g->mode, "%s", table_get(t, r, "budget_mode"));
+    return g;
+}
+
+static void group_add(group *g, const kb_table *t, int r) {
+    if (g->n == g->cap) {
+        g->cap = g->cap ? 2 * g->cap : 16;
+        g->score = KB_REALLOC(g->score, (size_t)g->cap * sizeof(double));
+        g->dec = KB_REALLOC(g->dec, (size_t)g->cap * sizeof(double));
+    }
+    g->score[g->n] = atof(table_get(t, r, "score"));
+    g->dec[g->n] = atof(table_get(t, r, "decode_ms_per_token"));
+    g->n++;
+    g->res_tok += atof(table_get(t, r, "tokens_resident"));
+    g->res_bytes += atof(table_get(t, r, "bytes_resident"));
+    g->rd_tok += atof(table_get(t, r, "tokeq_read_per_step"));
+    g->rd_bytes += atof(table_get(t, r, "bytes_read_per_step"));
+    g->comp += atof(table_get(t, r, "compression_ratio"));
+}
+
+static void emit(kb_table *out, const group *g, double base_dec, double score_override, int n_override) {
+    char b[12][64];
+    double mean = 0, sd = 0;
+    for (int i = 0; i < g->n; i++) mean += g->score[i];
+    mean /= g->n ? g->n : 1;
+    for (int i = 0; i < g->n; i++) sd += (g->score[i] - mean) * (g->score[i] - mean);
+    sd = g->n > 1 ? sqrt(sd / (g->n - 1)) : 0;
+    double ci = g->n > 1 ? 1.96 * sd / sqrt(g->n) : 0;
+    double dec = median(g->dec, g->n);
+    int n = n_override >= 0 ? n_override : g->n;
+    double sc = score_override >= 0 ? score_override : 100 * mean;
+    const char *v[17] = {
+        g->task, g->turn, g->method, g->label, g->params, g->budget, g->mode,
+        fmt_long(b[0], 64, n), fmt_double(b[1], 64, sc),
+        score_override >= 0 ? "" : fmt_double(b[2], 64, 100 * ci), fmt_double(b[3], 64, dec),
+        base_dec > 0 && dec > 0 ? fmt_double(b[4], 64, base_dec / dec) : "",
+        fmt_double(b[5], 64, g->res_tok / g->n), fmt_double(b[6], 64, g->res_bytes / g->n),
+        fmt_double(b[7], 64, g->rd_tok / g->n), fmt_double(b[8], 64, g->rd_bytes / g->n),
+        fmt_double(b[9], 64, g->comp / g->n)};
+    table_add(out, v);
+}
+
+/* Median decode ms/token of the baseline cell over every task's rows. */
+static double baseline_median_all(const group *gs, int ng, const char *baseline) {
+    double *v = NULL;
+    int n = 0;
+    for (int j = 0; j < ng; j++)
+        if (!strcmp(gs[j].turn, "all") && !strcmp(gs[j].label, baseline)) {
+            v = KB_REALLOC(v, (size_t)(n + gs[j].n) * sizeof(double));
+            memcpy(v + n, gs[j].dec, (size_t)gs[j].n * sizeof(double));
+            n += gs[j].n;
+        }
+    double m = n ? median(v, n) : -1;
+    free(v);
+    return m;
+}
+
+int summary_write(const char *samples_csv, const char *summary_csv, const char *baseline,
+                  kb_err *err) {
+    kb_table t;
+    int rc = table_read_csv(samples_csv, kb_samples_cols, kb_samples_ncols, &t, err);
+    if (rc) return rc;
+    group *gs = NULL;
+    int ng = 0, cap = 0;
+    /* tasks with several turns also get per-turn rows */
+    char **multi = KB_CALLOC((size_t)t.nrow + 1, sizeof *multi);
+    int nmulti = 0;
+    for (int r = 0; r < t.nrow; r++) {
+        if (!strcmp(table_get(&t, r, "turn"), "0")) continue;
+        int seen = 0;
+        for (int q = 0; q < nmulti && !seen; q++) seen = !strcmp(multi[q], table_get(&t, r, "task"));
+        if (!seen) multi[nmulti++] = t.rows[r][table_col(&t, "task")];
+    }
+    for (int r = 0; r < t.nrow; r++) {
+        const char *task = table_get(&t, r, "task");
+        group_add(find_group(&gs, &ng, &cap, task, "all", &t, r), &t, r);
+        int is_multi = 0;
+        for (int q = 0; q < nmulti && !is_multi; q++) is_multi = !strcmp(multi[q], task);
+        if (is_multi) group_add(find_group(&gs, &ng, &cap, task, table_get(&t, r, "turn"), &t, r), &t, r);
+    }
+    free(multi);
+    kb_table out;
+    table_init(&out, kb_summary_cols, kb_summary_ncols);
+    for (int i = 0; i < ng; i++) {
+        double base = -1;
+        for (int j = 0; j < ng; j++)
+            if (!strcmp(gs[j].task, gs[i].task) && !strcmp(gs[j].turn, gs[i].turn) &&
+                !strcmp(gs[j].label, baseline))
+                base = median(gs[j].dec, gs[j].n);
+        emit(&out, &gs[i], base, -1, -1);
+    }
+    /* macro average over tasks of the "all" rows, per cell */
+    int ntasks = 0;
+    for (int i = 0; i < ng; i++) {
+        int first = 1;
+        for (int j = 0; j < i; j++) first &= strcmp(gs[j].task, gs[i].task) != 0;
+        ntasks += first;
+    }
+    if (ntasks > 1) {
+        for (int i = 0; i < ng; i++) {
+            if (strcmp(gs[i].turn, "all")) continue;
+            int seen = 0;
+            for (int j = 0; j < i; j++)
+                seen |= !strcmp(gs[j].turn, "all") && !strcmp(gs[j].label, gs[i].label) &&
+                        !strcmp(gs[j].budget, gs[i].budget);
+            if (seen) continue;
+            double sum = 0;
+            int k = 0, n = 0;
+            group merged = gs[i];
+            snprintf(merged.task, sizeof merged.task, "ALL");
+            merged.score = NULL;
+            merged.dec = NULL;
+            merged.n = merged.cap = 0;
+            merged.res_tok = merged.res_bytes = merged.rd_tok = merged.rd_bytes = merged.comp = 0;
+            for (int j = 0; j < ng; j++) {
+                if (strcmp(gs[j].turn, "all") || strcmp(gs[j].label, gs[i].label) ||
+                    strcmp(gs[j].budget, gs[i].budget))
+                    continue;
+                double m = 0;
+                for (int x = 0; x < gs[j].n; x++) m += gs[j].score[x];
+                sum += 100 * m / gs[j].n;
+                k++;
+                n += gs[j].n;
+                for (int x = 0; x < gs[j].n; x++) {
+                    if (merged.n == merged.cap) {
+                        merged.cap = merged.cap ? 2 * merged.cap : 16;
+                        merged.score = KB_REALLOC(merged.score, (size_t)merged.cap * sizeof(double));
+                        merged.dec = KB_REALLOC(merged.dec, (size_t)merged.cap * sizeof(double));
+                    }
+                    merged.score[merged.n] = gs[j].score[x];
+                    merged.dec[merged.n++] = gs[j].dec[x];
+                }
+                merged.res_tok += gs[j].res_tok;
+                merged.res_bytes += gs[j].res_bytes;
+                merged.rd_tok += gs[j].rd_tok;
+                merged.rd_bytes += gs[j].rd_bytes;
+                merged.comp += gs[j].comp;
+            }
+            double base = baseline_median_all(gs, ng, baseline);
+            emit(&out, &merged, base, sum / k, n);
+            free(merged.score);
+            free(merged.dec);
+        }
+    }
+    rc = table_write_csv(&out, summary_csv, err);
+    table_free(&out);
+    for (int i = 0; i < ng; i++) {
+        free(gs[i].score);
+        free(gs[i].dec);
+    }
+    free(gs);
+    table_free(&t);
+    return rc;
+}
