@@ -316,10 +316,12 @@ static int parse_tensor(cursor *c, gguf_file *f, uint64_t i) {
                        "%s: tensor '%s': row length ne[0] = %" PRIu64 " is not a multiple of "
                        "the %s block size %d", c->path, ex, t->ne[0], q->name, q->blck);
     /* nbytes = ne0/blck * bytes * ne1 * ne2 * ne3, and the element count, without overflow */
-    uint64_t nb = t->ne[0] / (uint64_t)q->blck * (uint64_t)q->bytes, nel = t->ne[0];
+    uint64_t nb, nel = t->ne[0];
+    int over = __builtin_mul_overflow(t->ne[0] / (uint64_t)q->blck, (uint64_t)q->bytes, &nb);
     for (int d = 1; d < 4; d++) {
-        if (__builtin_mul_overflow(nb, t->ne[d], &nb) || __builtin_mul_overflow(nel, t->ne[d], &nel) ||
-            nel > (uint64_t)INT64_MAX)
+        over = over || __builtin_mul_overflow(nb, t->ne[d], &nb) ||
+               __builtin_mul_overflow(nel, t->ne[d], &nel) || nel > (uint64_t)INT64_MAX;
+        if (over)
             return kb_fail(c->err, KB_EINPUT,
                            "%s: tensor '%s': shape %" PRIu64 " x %" PRIu64 " x %" PRIu64 " x %" PRIu64
                            " is too large (expected a size that fits the file)", c->path, ex,
