@@ -1,11 +1,223 @@
-/* cmd_generate.c - kvbench generate (not written yet). */
+/* cmd_generate.c - kvbench generate: one prompt, greedy decoding streamed to
+ * stdout, through any method (Full KV by default). Same path as a sweep cell:
+ * exact prefill of prompt[:-1], method built from it, the last prompt token
+ * and every generated token decoded through the method. */
+#include <getopt.h>
+#include <omp.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "harness/cli.h"
+#include "harness/engine/model.h"
+#include "harness/json.h"
+#include "methods/methodset.h"
+#include "methods/params.h"
+#include "methods/prefill.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: kvbench generate [-m MODEL] (-p TEXT | -f FILE) [options]\n"
+            "  -m, --model PATH     GGUF model (default: $KVBENCH_MODEL or the default model)\n"
+            "  -p, --prompt TEXT    the prompt\n"
+            "  -f, --file FILE      read the prompt from FILE\n"
+            "      --chat           wrap the prompt in the model's chat format\n"
+            "      --system TEXT    system message (with --chat)\n"
+            "  -n, --max-new N      tokens to generate at most (default 256)\n"
+            "      --method NAME    KV-cache method (default full; see docs/METHODS.md)\n"
+            "      --budget B       the method's token budget\n"
+            "      --set KEY=VALUE  a method parameter (JSON value), repeatable\n"
+            "      --kv TYPE        KV cache type: f16 (default), f32, bf16\n"
+            "      --threads N      threads (default: all cores)\n"
+            "      --stats          print timing and memory to stderr\n");
+}
+
+/* Builds {"method": M, "budget": B, k: v...} and parses it like a sweep config entry. */
+static int params_from_cli(const char *method, long budget, char **sets, int nsets,
+                           kb_method_params *p, kb_err *err) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "method", method);
+    if (budget >= 0) cJSON_AddNumberToObject(o, "budget", (double)budget);
+    int rc = 0;
+    for (int i = 0; i < nsets && !rc; i++) {
+        char *eq = strchr(sets[i], '=');
+        if (!eq || eq == sets[i]) {
+            rc = kb_fail(err, KB_EINPUT, "--set expects KEY=VALUE, got '%s'", sets[i]);
+            break;
+        }
+        *eq = 0;
+        cJSON *v = cJSON_Parse(eq + 1);
+        if (!v) v = cJSON_CreateString(eq + 1);
+        cJSON_DeleteItemFromObjectCaseSensitive(o, sets[i]);
+        cJSON_AddItemToObject(o, sets[i], v);
+        *eq = '=';
+    }
+    if (!rc) rc = method_params_parse(o, "generate", p, err);
+    cJSON_Delete(o);
+    return rc;
+}
 
 int cmd_generate(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "kvbench generate: not implemented yet\n");
-    return 2;
+    static const struct option opts[] = {
+        {"model", 1, 0, 'm'},  {"prompt", 1, 0, 'p'}, {"file", 1, 0, 'f'},   {"chat", 0, 0, 'c'},
+        {"system", 1, 0, 'y'}, {"max-new", 1, 0, 'n'}, {"method", 1, 0, 'M'}, {"budget", 1, 0, 'b'},
+        {"set", 1, 0, 'S'},    {"kv", 1, 0, 'k'},     {"threads", 1, 0, 'j'}, {"stats", 0, 0, 's'},
+        {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
+    const char *model = NULL, *prompt = NULL, *file = NULL, *system = NULL, *method = "full";
+    int chat = 0, stats = 0, c;
+    long max_new = 256, budget = -1, threads = 0;
+    kb_dtype kv = KB_F16;
+    char **sets = calloc((size_t)argc + 1, sizeof *sets);
+    int nsets = 0;
+    optind = 1;
+#define BAD()            \
+    do {                 \
+        free(sets);      \
+        return 2;        \
+    } while (0)
+    while ((c = getopt_long(argc, argv, "m:p:f:n:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': model = optarg; break;
+        case 'p': prompt = optarg; break;
+        case 'f': file = optarg; break;
+        case 'c': chat = 1; break;
+        case 'y': system = optarg; break;
+        case 'n':
+            if (cli_parse_int("generate", "max-new", optarg, 1, 1 << 20, &max_new)) BAD();
+            break;
+        case 'M': method = optarg; break;
+        case 'b':
+            if (cli_parse_int("generate", "budget", optarg, 0, 1 << 30, &budget)) BAD();
+            break;
+        case 'S': sets[nsets++] = optarg; break;
+        case 'k':
+            if (kb_dtype_parse(optarg, &kv)) {
+                fprintf(stderr, "kvbench generate: --kv expects f16, f32 or bf16, got '%s'\n", optarg);
+                BAD();
+            }
+            break;
+        case 'j':
+            if (cli_parse_int("generate", "threads", optarg, 1, 1024, &threads)) BAD();
+            break;
+        case 's': stats = 1; break;
+        case 'h': usage(stdout); free(sets); return 0;
+        default: usage(stderr); BAD();
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "kvbench generate: unexpected argument '%s'\n", argv[optind]);
+        BAD();
+    }
+    if (!prompt == !file) {
+        fprintf(stderr, "kvbench generate: give the prompt with exactly one of -p TEXT or -f FILE\n");
+        BAD();
+    }
+    if (threads) omp_set_num_threads((int)threads);
+    kb_err err = {0};
+    char *text = NULL;
+    int rc = 0;
+    if (file && (rc = file_read_all(file, &text, NULL, &err))) {
+        fprintf(stderr, "kvbench generate: %s\n", err.msg);
+        free(sets);
+        return rc;
+    }
+    kb_method_params mp;
+    if ((rc = params_from_cli(method, budget, sets, nsets, &mp, &err))) {
+        fprintf(stderr, "kvbench generate: %s\n", err.msg);
+        free(text);
+        free(sets);
+        return rc;
+    }
+    free(sets);
+    kb_model *m = NULL;
+    if ((rc = model_load(cli_model_path(model), &m, &err))) {
+        fprintf(stderr, "kvbench generate: %s\n", err.msg);
+        free(text);
+        return rc;
+    }
+    if (!m->tok) {
+        fprintf(stderr, "kvbench generate: %s has no tokenizer (synthetic models are for "
+                "`kvbench bench` only)\n", m->path);
+        model_free(m);
+        free(text);
+        return 2;
+    }
+    const char *user = file ? text : prompt;
+    char *rendered = chat ? chat_first_turn(tokenizer_chat_format(m->tok), system, user) : kb_strdup(user);
+    int32_t *ids = NULL;
+    int n = 0;
+    rc = tokenizer_encode(m->tok, rendered, strlen(rendered), chat, 1, &ids, &n, &err);
+    free(rendered);
+    free(text);
+    const kb_hparams *hp = &m->hp;
+    if (!rc && n < 1) rc = kb_fail(&err, KB_EINPUT, "the prompt is empty");
+    if (!rc && n + max_new > hp->n_ctx_train)
+        rc = kb_fail(&err, KB_EINPUT, "prompt (%d tokens) + --max-new %ld exceeds the model context %d",
+                     n, max_new, hp->n_ctx_train);
+    if (rc) {
+        fprintf(stderr, "kvbench generate: %s\n", err.msg);
+        free(ids);
+        model_free(m);
+        return rc;
+    }
+    kb_forward *f = forward_new(m, 256);
+    kb_prefill pf;
+    int W = KB_MAX(128, mp.window);
+    prefill_init(&pf, hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim, kv, W, n + (int)max_new);
+    kb_attn_backend pbe = prefill_backend(&pf);
+    double t0 = kb_now();
+    rc = forward_prefill(f, ids, n - 1, 0, &pbe, NULL, 0, &err);
+    double t_prefill = kb_now() - t0;
+    kb_method_ctx ctx = {0};
+    ctx.n_layers = hp->n_layer;
+    ctx.Hq = hp->n_head;
+    ctx.Hkv = hp->n_head_kv;
+    ctx.D = hp->head_dim;
+    ctx.kv_dtype = kv;
+    ctx.L_prompt = n;
+    ctx.N_new = (int)max_new;
+    ctx.S = KB_MIN(n + (int)max_new, hp->n_ctx_train);
+    ctx.n_ctx = hp->n_ctx_train;
+    kb_methodset *ms = NULL;
+    if (!rc) rc = methodset_build(&mp, &ctx, &pf, &ms, &err);
+    if (rc) {
+        fprintf(stderr, "kvbench generate: %s\n", err.msg);
+    } else {
+        kb_attn_backend be = methodset_backend(ms);
+        int32_t tok = ids[n - 1];
+        int steps = 0, produced = 0;
+        double t1 = kb_now();
+        f->t_attn = 0;
+        for (int i = 0; i < max_new; i++) {
+            forward_decode(f, tok, n - 1 + i, &be);
+            steps++;
+            int32_t next = logits_argmax(f->logits, hp->n_vocab);
+            if (tokenizer_is_eog(m->tok, next)) break;
+            char piece[256];
+            int len = tokenizer_piece(m->tok, next, 0, piece, sizeof piece);
+            fwrite(piece, 1, (size_t)KB_MIN(len, (int)sizeof piece), stdout);
+            fflush(stdout);
+            produced++;
+            tok = next;
+        }
+        double t_dec = kb_now() - t1;
+        putchar('\n');
+        if (stats) {
+            kb_cell_account a;
+            methodset_account(ms, &a);
+            fprintf(stderr,
+                    "prompt %d tokens, prefill %.1f ms (%.1f tok/s); %d tokens generated, decode "
+                    "%.2f ms/token (attention %.2f); method %s: %.0f tokens resident per KV head, "
+                    "%.1f MiB resident, %.0f token-eq read per step\n",
+                    n, t_prefill * 1e3, (n - 1) / (t_prefill > 0 ? t_prefill : 1), produced,
+                    t_dec * 1e3 / steps, f->t_attn * 1e3 / steps, mp.label, a.resident_tokens,
+                    a.resident_bytes / 1048576.0, a.read_tokeq);
+        }
+    }
+    methodset_free(ms);
+    prefill_free(&pf);
+    forward_free(f);
+    free(ids);
+    model_free(m);
+    return rc;
 }

@@ -1,11 +1,419 @@
-/* cmd_plot.c - kvbench plot (not written yet). */
+/* cmd_plot.c - kvbench plot RUN_DIR: the run's figures with gnuplot, as PNG
+ * and SVG in RUN_DIR/plots/ (data files next to them, scripts in plots/):
+ *   accuracy_<task>   score vs token budget, one line per method (summary.csv)
+ *   needle_<label>_B<budget>  depth x length heatmap per cell (samples.csv rows with a depth)
+ *   speedup           decode speedup vs context per method and budget (latency.csv)
+ *   ablation_kernel   score vs SnapKV++ pooling kernel (cells whose params set "kernel")
+ *   ablation_alpha    score vs budget per stage-split exponent (cells whose params set "alpha")
+ */
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <ctype.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "harness/atomic.h"
 #include "harness/cli.h"
+#include "harness/json.h"
+#include "harness/table.h"
+
+typedef struct plotctx {
+    const char *run, *scripts;
+    char dir[1200];
+    char model[160];
+    int svg, png;
+    int made, failed;
+} plotctx;
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: kvbench plot RUN_DIR [--formats png,svg]\n"
+               "Draws the run's figures into RUN_DIR/plots/ (needs gnuplot).\n");
+}
+
+static const char *scripts_dir(void) {
+    static char buf[1200];
+    const char *env = getenv("KVBENCH_PLOTS");
+    if (env && *env) return env;
+    char exe[1024];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        snprintf(buf, sizeof buf, "%s/../plots/common.gp", dirname(exe));
+        if (access(buf, R_OK) == 0) {
+            buf[strlen(buf) - strlen("/common.gp")] = 0;
+            return buf;
+        }
+    }
+    return "plots";
+}
+
+static void safe_name(char *dst, size_t cap, const char *src) {
+    size_t i = 0;
+    for (; *src && i + 1 < cap; src++) dst[i++] = (isalnum((unsigned char)*src) || *src == '-' || *src == '.') ? *src : '_';
+    dst[i] = 0;
+}
+
+/* Runs one gnuplot script for each format. vars: gnuplot assignments. */
+static void gnuplot(plotctx *pc, const char *script, const char *out, const char *vars) {
+    for (int f = 0; f < 2; f++) {
+        if ((f == 0 && !pc->png) || (f == 1 && !pc->svg)) continue;
+        FILE *g = popen("gnuplot 2>&1", "w");
+        if (!g) {
+            pc->failed++;
+            continue;
+        }
+        fprintf(g, "set loadpath '%s'\nout='%s/%s'\nfmt='%s'\n%s\nload '%s'\n", pc->scripts, pc->dir,
+                out, f ? "svg" : "png", vars, script);
+        int st = pclose(g);
+        if (st) {
+            fprintf(stderr, "kvbench plot: gnuplot failed on %s (%s)\n", out, script);
+            pc->failed++;
+        } else if (f == 0 || !pc->png) {
+            pc->made++;
+        }
+    }
+}
+
+/* ---- series helpers: blocks of (x, y) points, one block per series ---- */
+
+typedef struct series {
+    char name[160];
+    double *x, *y;
+    int n, cap;
+} series;
+
+typedef struct series_set {
+    series *v;
+    int n, cap;
+} series_set;
+
+static series *series_get(series_set *s, const char *name) {
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->v[i].name, name)) return &s->v[i];
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 8;
+        s->v = KB_REALLOC(s->v, (size_t)s->cap * sizeof *s->v);
+    }
+    series *r = &s->v[s->n++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    return r;
+}
+
+static void series_add(series *s, double x, double y) {
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 8;
+        s->x = KB_REALLOC(s->x, (size_t)s->cap * sizeof(double));
+        s->y = KB_REALLOC(s->y, (size_t)s->cap * sizeof(double));
+    }
+    /* keep sorted by x */
+    int i = s->n++;
+    while (i > 0 && s->x[i - 1] > x) {
+        s->x[i] = s->x[i - 1];
+        s->y[i] = s->y[i - 1];
+        i--;
+    }
+    s->x[i] = x;
+    s->y[i] = y;
+}
+
+static void series_free(series_set *s) {
+    for (int i = 0; i < s->n; i++) {
+        free(s->v[i].x);
+        free(s->v[i].y);
+    }
+    free(s->v);
+    memset(s, 0, sizeof *s);
+}
+
+/* Writes the blocks and draws them; returns 0 if nothing to draw. */
+static int draw_series(plotctx *pc, series_set *ss, const char *out, const char *script,
+                       const char *extra_vars) {
+    int blocks = 0;
+    for (int i = 0; i < ss->n; i++) blocks += ss->v[i].n > 0;
+    if (!blocks) return 0;
+    char path[1400];
+    snprintf(path, sizeof path, "%s/%s.dat", pc->dir, out);
+    kb_atomic_file a;
+    if (atomic_open(&a, path, NULL)) return 0;
+    int first = 1;
+    for (int i = 0; i < ss->n; i++) {
+        if (!ss->v[i].n) continue;
+        if (!first) fprintf(a.f, "\n\n");
+        first = 0;
+        fprintf(a.f, "\"%s\" y\n", ss->v[i].name);
+        for (int k = 0; k < ss->v[i].n; k++) fprintf(a.f, "%.9g %.9g\n", ss->v[i].x[k], ss->v[i].y[k]);
+    }
+    if (atomic_commit(&a, NULL)) return 0;
+    char vars[2048];
+    snprintf(vars, sizeof vars, "datafile='%s'\nnblocks=%d\n%s", path, blocks, extra_vars);
+    gnuplot(pc, script, out, vars);
+    return 1;
+}
+
+/* ---- figures ---- */
+
+static int budget_of(const char *s, double *b) {
+    if (!*s) return 0;
+    *b = atof(s);
+    return 1;
+}
+
+static void accuracy_plots(plotctx *pc, const kb_table *sum) {
+    /* tasks in order of appearance */
+    for (int r = 0; r < sum->nrow; r++) {
+        const char *task = table_get(sum, r, "task");
+        int seen = 0;
+        for (int q = 0; q < r && !seen; q++) seen = !strcmp(table_get(sum, q, "task"), task);
+        if (seen) continue;
+        series_set ss = {0};
+        double lo = INFINITY, hi = -INFINITY, b;
+        for (int q = 0; q < sum->nrow; q++)
+            if (!strcmp(table_get(sum, q, "task"), task) && !strcmp(table_get(sum, q, "turn"), "all") &&
+                budget_of(table_get(sum, q, "budget"), &b)) {
+                lo = fmin(lo, b);
+                hi = fmax(hi, b);
+            }
+        for (int q = 0; q < sum->nrow; q++) {
+            if (strcmp(table_get(sum, q, "task"), task) || strcmp(table_get(sum, q, "turn"), "all"))
+                continue;
+            series *s = series_get(&ss, table_get(sum, q, "label"));
+            double y = atof(table_get(sum, q, "score"));
+            if (budget_of(table_get(sum, q, "budget"), &b)) series_add(s, b, y);
+            else if (isfinite(lo)) { /* no budget (Full KV): a flat reference line */
+                series_add(s, lo, y);
+                if (hi > lo) series_add(s, hi, y);
+            }
+        }
+        char out[200], safe[160], vars[600];
+        safe_name(safe, sizeof safe, task);
+        snprintf(out, sizeof out, "accuracy_%s", safe);
+        snprintf(vars, sizeof vars, "ttl='%s: score vs token budget (%s)'\nylab='score (x100, %s)'\n",
+                 !strcmp(task, "ALL") ? "Average over tasks" : task, pc->model,
+                 !strcmp(task, "ALL") ? "mean of task scores" : "mean over samples");
+        if (isfinite(lo)) draw_series(pc, &ss, out, "accuracy.gp", vars);
+        series_free(&ss);
+    }
+}
+
+static int dbl_index(double *v, int *n, double x) {
+    for (int i = 0; i < *n; i++)
+        if (fabs(v[i] - x) < 1e-9) return i;
+    v[(*n)++] = x;
+    return *n - 1;
+}
+
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void heatmaps(plotctx *pc, const kb_table *smp) {
+    for (int r = 0; r < smp->nrow; r++) {
+        if (!*table_get(smp, r, "depth")) continue;
+        const char *label = table_get(smp, r, "label"), *budget = table_get(smp, r, "budget");
+        int seen = 0;
+        for (int q = 0; q < r && !seen; q++)
+            seen = *table_get(smp, q, "depth") && !strcmp(table_get(smp, q, "label"), label) &&
+                   !strcmp(table_get(smp, q, "budget"), budget);
+        if (seen) continue;
+        double xs[256], ys[256];
+        int nx = 0, ny = 0;
+        for (int q = 0; q < smp->nrow; q++) {
+            if (!*table_get(smp, q, "depth") || strcmp(table_get(smp, q, "label"), label) ||
+                strcmp(table_get(smp, q, "budget"), budget))
+                continue;
+            const char *len = table_get(smp, q, "target_tokens");
+            if (!*len) len = table_get(smp, q, "context_tokens");
+            if (nx < 255) dbl_index(xs, &nx, atof(len));
+            if (ny < 255) dbl_index(ys, &ny, atof(table_get(smp, q, "depth")));
+        }
+        qsort(xs, (size_t)nx, sizeof(double), cmp_dbl);
+        qsort(ys, (size_t)ny, sizeof(double), cmp_dbl);
+        double *sum = KB_CALLOC((size_t)nx * ny, sizeof(double));
+        int *cnt = KB_CALLOC((size_t)nx * ny, sizeof(int));
+        for (int q = 0; q < smp->nrow; q++) {
+            if (!*table_get(smp, q, "depth") || strcmp(table_get(smp, q, "label"), label) ||
+                strcmp(table_get(smp, q, "budget"), budget))
+                continue;
+            const char *len = table_get(smp, q, "target_tokens");
+            if (!*len) len = table_get(smp, q, "context_tokens");
+            int xi = dbl_index(xs, &nx, atof(len)), yi = dbl_index(ys, &ny, atof(table_get(smp, q, "depth")));
+            sum[yi * nx + xi] += 100 * atof(table_get(smp, q, "score"));
+            cnt[yi * nx + xi]++;
+        }
+        char safe[200], out[260], path[1500];
+        snprintf(safe, sizeof safe, "%s_B%s", label, *budget ? budget : "none");
+        char s2[200];
+        safe_name(s2, sizeof s2, safe);
+        snprintf(out, sizeof out, "needle_%s", s2);
+        snprintf(path, sizeof path, "%s/%s.dat", pc->dir, out);
+        kb_atomic_file a;
+        if (!atomic_open(&a, path, NULL)) {
+            for (int yi = 0; yi < ny; yi++)
+                for (int xi = 0; xi < nx; xi++)
+                    fprintf(a.f, "%d %d %.6g\n", xi, yi,
+                            cnt[yi * nx + xi] ? sum[yi * nx + xi] / cnt[yi * nx + xi] : NAN);
+            if (!atomic_commit(&a, NULL)) {
+                char xt[4096] = "", yt[4096] = "", vars[9000];
+                size_t o = 0;
+                for (int i = 0; i < nx; i++)
+                    o += (size_t)snprintf(xt + o, sizeof xt - o, "%s\"%.0f\" %d", i ? "," : "", xs[i], i);
+                o = 0;
+                for (int i = 0; i < ny; i++)
+                    o += (size_t)snprintf(yt + o, sizeof yt - o, "%s\"%.2f\" %d", i ? "," : "", ys[i], i);
+                snprintf(vars, sizeof vars,
+                         "ttl='Needle accuracy by depth and length: %s, budget %s (%s)'\nnx=%d\nny=%d\n"
+                         "xt='%s'\nyt='%s'\n",
+                         label, *budget ? budget : "none (full cache)", pc->model, nx, ny, xt, yt);
+                /* heatmap.gp plots "datafile" directly */
+                char v2[10600];
+                snprintf(v2, sizeof v2, "datafile='%s'\n%s", path, vars);
+                gnuplot(pc, "heatmap.gp", out, v2);
+            }
+        }
+        free(sum);
+        free(cnt);
+    }
+}
+
+static void speedup_plot(plotctx *pc, const kb_table *lat) {
+    series_set ss = {0};
+    for (int r = 0; r < lat->nrow; r++) {
+        const char *sp = table_get(lat, r, "speedup_vs_full");
+        if (!*sp) continue;
+        char name[160];
+        const char *b = table_get(lat, r, "budget");
+        snprintf(name, sizeof name, "%s%s%s", table_get(lat, r, "label"), *b ? " B=" : "", b);
+        series_add(series_get(&ss, name), atof(table_get(lat, r, "context")), atof(sp));
+    }
+    char vars[400];
+    snprintf(vars, sizeof vars, "ttl='Decode speedup over Full KV (%s)'\n", pc->model);
+    draw_series(pc, &ss, "speedup", "speedup.gp", vars);
+    series_free(&ss);
+}
+
+/* Cells whose params JSON sets `key`: score vs that value (kernel) or vs budget (alpha). */
+static void ablation_plots(plotctx *pc, const kb_table *sum) {
+    series_set ks = {0}, as = {0};
+    for (int r = 0; r < sum->nrow; r++) {
+        if (strcmp(table_get(sum, r, "turn"), "all")) continue;
+        cJSON *p = cJSON_Parse(table_get(sum, r, "params"));
+        const cJSON *k = p ? cJSON_GetObjectItemCaseSensitive(p, "kernel") : NULL;
+        const cJSON *al = p ? cJSON_GetObjectItemCaseSensitive(p, "alpha") : NULL;
+        double y = atof(table_get(sum, r, "score")), b;
+        const char *task = table_get(sum, r, "task");
+        if (cJSON_IsNumber(k)) {
+            char name[160];
+            const char *bs = table_get(sum, r, "budget");
+            snprintf(name, sizeof name, "%s%s%s", task, *bs ? " B=" : "", bs);
+            series_add(series_get(&ks, name), k->valuedouble, y);
+        }
+        if (!strcmp(task, "ALL") && budget_of(table_get(sum, r, "budget"), &b) &&
+            (cJSON_IsNumber(al) || (cJSON_IsString(al) && !strcmp(al->valuestring, "auto")))) {
+            char name[64];
+            if (cJSON_IsNumber(al)) snprintf(name, sizeof name, "alpha=%.2g", al->valuedouble);
+            else snprintf(name, sizeof name, "alpha=auto");
+            series_add(series_get(&as, name), b, y);
+        }
+        cJSON_Delete(p);
+    }
+    char vars[600];
+    snprintf(vars, sizeof vars, "ttl='SnapKV++ pooling-kernel ablation (%s)'\nxlab='max-pool kernel size'\nlogx=1\n", pc->model);
+    if (ks.n) draw_series(pc, &ks, "ablation_kernel", "ablation.gp", vars);
+    snprintf(vars, sizeof vars, "ttl='RocketKV stage-split ablation: average score (%s)'\nxlab='token budget B'\nlogx=1\n", pc->model);
+    if (as.n) draw_series(pc, &as, "ablation_alpha", "ablation.gp", vars);
+    series_free(&ks);
+    series_free(&as);
+}
 
 int cmd_plot(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "kvbench plot: not implemented yet\n");
-    return 2;
+    static const struct option opts[] = {{"formats", 1, 0, 'f'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    plotctx pc;
+    memset(&pc, 0, sizeof pc);
+    pc.png = pc.svg = 1;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'f':
+            pc.png = strstr(optarg, "png") != NULL;
+            pc.svg = strstr(optarg, "svg") != NULL;
+            if (!pc.png && !pc.svg) {
+                fprintf(stderr, "kvbench plot: --formats expects png, svg or png,svg\n");
+                return 2;
+            }
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind != argc - 1) {
+        usage(stderr);
+        return 2;
+    }
+    pc.run = argv[optind];
+    pc.scripts = scripts_dir();
+    kb_err err = {0};
+    char path[1200];
+    snprintf(path, sizeof path, "%s/summary.csv", pc.run);
+    kb_table sum, smp, lat;
+    int have_sum = access(path, R_OK) == 0, have_smp, have_lat;
+    if (have_sum && table_read_csv(path, NULL, 0, &sum, &err)) {
+        fprintf(stderr, "kvbench plot: %s\n", err.msg);
+        return 2;
+    }
+    snprintf(path, sizeof path, "%s/samples.csv", pc.run);
+    have_smp = access(path, R_OK) == 0;
+    if (have_smp && table_read_csv(path, NULL, 0, &smp, &err)) {
+        fprintf(stderr, "kvbench plot: %s\n", err.msg);
+        if (have_sum) table_free(&sum);
+        return 2;
+    }
+    snprintf(path, sizeof path, "%s/latency.csv", pc.run);
+    have_lat = access(path, R_OK) == 0;
+    if (have_lat && table_read_csv(path, NULL, 0, &lat, &err)) {
+        fprintf(stderr, "kvbench plot: %s\n", err.msg);
+        if (have_sum) table_free(&sum);
+        if (have_smp) table_free(&smp);
+        return 2;
+    }
+    if (!have_sum && !have_lat) {
+        fprintf(stderr, "kvbench plot: %s has neither summary.csv nor latency.csv\n", pc.run);
+        return 2;
+    }
+    snprintf(pc.model, sizeof pc.model, "model?");
+    snprintf(path, sizeof path, "%s/run.json", pc.run);
+    cJSON *rj;
+    if (access(path, R_OK) == 0 && !json_load_file(path, &rj, NULL)) {
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(rj, "model");
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(m, "name");
+        if (cJSON_IsString(nm)) snprintf(pc.model, sizeof pc.model, "%s", nm->valuestring);
+        for (char *q = pc.model; *q; q++)
+            if (*q == '\'') *q = ' ';
+        cJSON_Delete(rj);
+    }
+    snprintf(pc.dir, sizeof pc.dir, "%s/plots", pc.run);
+    if (make_dirs(pc.dir, &err)) {
+        fprintf(stderr, "kvbench plot: %s\n", err.msg);
+        return 1;
+    }
+    if (have_sum) {
+        accuracy_plots(&pc, &sum);
+        ablation_plots(&pc, &sum);
+    }
+    if (have_smp) heatmaps(&pc, &smp);
+    if (have_lat) speedup_plot(&pc, &lat);
+    if (have_sum) table_free(&sum);
+    if (have_smp) table_free(&smp);
+    if (have_lat) table_free(&lat);
+    printf("kvbench plot: %d figures in %s/ (%s%s%s)%s\n", pc.made, pc.dir, pc.png ? "png" : "",
+           pc.png && pc.svg ? " + " : "", pc.svg ? "svg" : "",
+           pc.failed ? ", some gnuplot calls failed" : "");
+    return pc.failed ? 1 : 0;
 }
