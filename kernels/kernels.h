@@ -33,6 +33,52 @@ typedef struct kb_kernels {
 
     /* Raw scores out[g][j] = q[g] . K[j] for j < n (no scale). out is [G][ldo]. */
     void (*qk_scores)(const float *q, int G, const kb_kvstream *s, int n, float *out, int ldo);
+
+    /* ---- selection building blocks (kernels/select.h; methods.md §2-§8) ---- */
+
+    /* SnapKV window scores: out[g][j] (row stride ldo) for prefix slots
+     * j < n_prefix = sum over the nq window rows i of softmax_j(Q[i][g] . K[j]
+     * * scale), the softmax taken over the slots j < n with s->pos[j] <=
+     * qpos[i] (masked slots weigh exactly 0). Q rows [nq][ldq], the G heads
+     * of the group contiguous. */
+    void (*snapkv_scores)(const float *Q, int nq, int ldq, int G, const int32_t *qpos,
+                          const kb_kvstream *s, int n, int n_prefix, float scale, float *out,
+                          int ldo);
+
+    /* 1-D pooling, stride 1, kernel K (odd), same length: mode 0 = max with
+     * -inf padding, mode 1 = average with zero padding divided by K
+     * (PyTorch avg_pool1d's count_include_pad). */
+    void (*pool1d)(const float *in, int n, int K, int mode, float *out);
+
+    /* Page min/max of the slots [from, to) of s, pages of p slots from slot 0:
+     * slot j updates page j / p, and a slot with j % p == 0 restarts its page.
+     * kmax/kmin [npages][D] f32. */
+    void (*page_minmax)(const kb_kvstream *s, int from, int to, int p, float *kmax,
+                        float *kmin);
+
+    /* QUEST page bound of one query head: out[P] = sum_i max(q_i Kmax_P,i,
+     * q_i Kmin_P,i) for P < npages. */
+    void (*quest_scores)(const float *q, int D, const float *kmax, const float *kmin,
+                         int npages, float *out);
+
+    /* Hybrid approximate scores (methods.md §4 steps 2-7) of the G heads of
+     * one group over n slots: top-r dims by mean |q|, group sign, page score,
+     * broadcast, SparQ temperature, softmax over slots, mean over heads.
+     * page_score[P] = the group score of each slot of page P (npages =
+     * ceil(n/p)); head_w (optional, [G][npages]) = each head's softmax weight
+     * of one slot of page P; dims (optional, [r]) = the chosen dims,
+     * ascending. p == 1 reads K from s (kmax/kmin unused, may be NULL). */
+    void (*hybrid_scores)(const float *q, int G, int D, int r, const float *kmax,
+                          const float *kmin, const kb_kvstream *s, int n, int p,
+                          float *page_score, float *head_w, int32_t *dims);
+
+    /* Top-k of x[0..n) in the deterministic order (higher first, ties to the
+     * lower index); writes min(k, n) indices ascending; returns the count. */
+    int (*topk)(const float *x, int n, int k, int32_t *idx);
+
+    /* Token-level top-k over the slot scores x[j] = page_score[j / p], j < n
+     * (whole pages win, one boundary page may be split: its lowest slots). */
+    int (*topk_pages)(const float *page_score, int n, int p, int k, int32_t *idx);
 } kb_kernels;
 
 extern const kb_kernels kb_kernels_ref;

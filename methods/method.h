@@ -39,11 +39,16 @@ typedef enum kb_budget_mode {
 typedef enum kb_pooling { KB_POOL_MAX = 0, KB_POOL_AVG = 1 } kb_pooling;
 
 #define KB_MAX_KERNEL_TABLE 16
+#define KB_KERNEL_ADAPTIVE (-1)
 
-/* Every knob a method may take, resolved from the JSON config. A method
- * declares which keys it accepts (kb_method_ops.keys); keys it does not accept
- * keep the "unset" value shown in the comment and are rejected by the parser
- * if the config names them. */
+struct kb_budget; /* methods/budget.h */
+
+/* Every knob a method may take, resolved from the JSON config
+ * (methods/params.c). A method declares which keys it accepts
+ * (kb_method_ops.keys); keys it does not accept keep the "unset" value shown
+ * in the comment and are rejected by the parser if the config names them.
+ * A zero-filled struct (plus ops, budget and label) is a valid "all defaults"
+ * request: validate() resolves every unset knob to the method's default. */
 typedef struct kb_method_params {
     const struct kb_method_ops *ops; /* the method */
     char label[64];                  /* display name in tables (default: method name) */
@@ -52,11 +57,13 @@ typedef struct kb_method_params {
     int skip_layers;                 /* layers < skip_layers stay dense (Full KV) */
     kb_gqa_policy gqa;               /* GQA policy; DEFAULT = the method's own */
     int window;                      /* SnapKV observation window W; 0 = method default */
-    int kernel;                      /* pooling kernel (odd); 0 = use kernel_table (adaptive) */
-    int n_kernel_table;              /* rows of kernel_table when kernel == 0 */
+    int kernel;                      /* pooling kernel (odd); 0 = the method's default;
+                                        KB_KERNEL_ADAPTIVE = look K up in kernel_table by L */
+    int n_kernel_table;              /* rows of kernel_table when kernel == KB_KERNEL_ADAPTIVE */
     int kernel_table[KB_MAX_KERNEL_TABLE][2]; /* [max_len, K] rows, ascending max_len */
     kb_pooling pooling;              /* SnapKV pooling: max (default) or avg */
-    double alpha;                    /* RocketKV split exponent; < 0 = auto */
+    int alpha_fixed;                 /* 0: RocketKV split exponent auto (methods.md §1.1) */
+    double alpha;                    /* the fixed exponent when alpha_fixed (in [0, 1]) */
     int page_size;                   /* override p (hybrid/rocketkv) or P (quest); 0 = accountant */
     int r;                           /* override approximation dims; 0 = accountant */
     int reallocate_mean_v;           /* SparQ original: lerp with mean V (0/1) */
@@ -92,22 +99,33 @@ typedef struct kb_account {
     double resident_tokens; /* K/V slots resident per KV head (mean over KV heads; per-head
                                methods count their G copies: slots summed over the group) */
     double resident_bytes;  /* bytes the layer holds: K, V and metadata (page min/max etc.) */
-    double read_tokeq;      /* token-equivalents read in the last step, per KV head (mean) */
-    double read_bytes;      /* bytes read in the last step, whole layer */
+    double read_tokeq;      /* token-equivalents read in the last step, per KV head (mean),
+                               as the budget mode counts them: traffic = distinct K/V rows read
+                               + approximation reads; topk = distinct K/V rows only */
+    double approx_tokeq;    /* of which approximation reads (page min/max, r-dim K), per KV
+                               head, whatever the mode (included in read_tokeq in traffic mode only) */
+    double read_bytes;      /* bytes read in the last step, whole layer (K/V rows + approximation
+                               data, physical, in both modes) */
     double attended;        /* tokens attended in the last step, per query head (mean) */
-    int sel_streams;        /* rows of `selected` (Hkv or Hq); 0 = attends every slot */
-    int sel_k;              /* selected slots per row */
-    const int32_t *selected;/* [sel_streams][sel_k] slot indices into the method's cache, -1 padded */
+    int sel_streams;        /* rows of `selected` (Hkv or Hq); 0 = attends every slot of its
+                               decode_cache() row */
+    int sel_k;              /* row stride of selected / selected_pos (max slots per row) */
+    const int32_t *selected;/* [sel_streams][sel_k] slot indices into decode_cache(row),
+                               ascending, -1 padded */
+    const int32_t *selected_pos; /* [sel_streams][sel_k] their original sequence positions, -1 padded */
     int sel_per_query_head; /* 1: row h is query head h; 0: row g is KV group g */
+    kb_budget_mode mode;    /* the budget mode the row was counted in */
+    const struct kb_budget *budget; /* resolved budget parameters (NULL: no budget) */
 } kb_account;
 
 typedef struct kb_method_ops {
     const char *name;        /* registry key, e.g. "rocketkv" */
     const char *description; /* one line for --help / docs */
-    const char *const *keys; /* NULL-terminated config keys accepted besides "method",
-                                "budget", "label" */
+    const char *const *keys; /* NULL-terminated config keys accepted besides the generic
+                                "method", "label", "budget", "budget_mode", "skip_layers" */
     int needs_budget;        /* 1: a budget is required */
     int window_default;      /* the window this method needs by default (0 = none) */
+    int evicts;              /* 1: stage-1 eviction (SnapKV family) decides what decode sees */
 
     /* Method-specific range checks after generic parsing; fill defaults for
      * unset knobs. Errors name the method and the key. */
@@ -127,13 +145,23 @@ typedef struct kb_method_ops {
     /* The cache a later turn's prefill query head qhead may attend to. */
     const kb_kvstream *(*retained)(void *state, int qhead);
 
+    /* The stream that row `row` of the account's `selected` indexes (the
+     * cache decode selects from: a SnapKV kept set, RocketKV-MT's working
+     * set, or the full cache); *n_rows = Hkv or Hq. Tools read it (replay's
+     * kept.npy, fidelity). */
+    const kb_kvstream *(*decode_cache)(void *state, int row, int *n_rows);
+
     /* A later turn: pv->kv holds, per KV head, only the new turn's tokens and
      * pv->qwin the new turn's last queries; the caller has already computed the
      * new tokens' attention over retained() + the new tokens. Append the new
      * tokens and rebuild (evict again over kept + new, rebuild a working set...). */
     int (*extend)(void *state, const kb_prefill_view *pv, kb_err *err);
 
-    /* Tokens appended so far (a mark), and dropping everything after a mark. */
+    /* mark(): tokens that entered the layer so far (prefill + decode +
+     * extend; equal across layers, so one layer's mark serves all).
+     * rollback(m): drop the decode tokens appended after mark m (from the end
+     * of every stream; page summaries recompute their last page). A rollback
+     * never crosses the last layer_init/extend: an older mark is clamped to it. */
     long (*mark)(void *state);
     void (*rollback)(void *state, long mark);
 
@@ -145,5 +173,7 @@ typedef struct kb_method_ops {
 const kb_method_ops *method_find(const char *name);
 int method_count(void);
 const kb_method_ops *method_at(int i);
+/* "full, exact_topk, ..." for error messages (static buffer). */
+const char *method_names(void);
 
 #endif

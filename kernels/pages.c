@@ -1,0 +1,42 @@
+/* pages.c - page min/max summaries of one K stream (select.h): incremental
+ * append, truncation that recomputes only the last page. */
+#include <stdlib.h>
+
+#include "kernels/select.h"
+
+void pages_init(kb_pages *pg, int p, int D) {
+    memset(pg, 0, sizeof *pg);
+    pg->p = p < 1 ? 1 : p;
+    pg->D = D;
+}
+
+void pages_free(kb_pages *pg) {
+    free(pg->kmax);
+    free(pg->kmin);
+    pg->kmax = pg->kmin = NULL;
+    pg->n = pg->cap = 0;
+}
+
+static void pages_reserve(kb_pages *pg, int npages) {
+    if (npages <= pg->cap) return;
+    int nc = pg->cap ? pg->cap : 16;
+    while (nc < npages) nc *= 2;
+    pg->kmax = KB_REALLOC(pg->kmax, (size_t)nc * pg->D * sizeof(float));
+    pg->kmin = KB_REALLOC(pg->kmin, (size_t)nc * pg->D * sizeof(float));
+    pg->cap = nc;
+}
+
+void pages_sync(kb_pages *pg, const kb_kvstream *s, const kb_kernels *kk) {
+    if (s->n <= pg->n) return;
+    pages_reserve(pg, (s->n + pg->p - 1) / pg->p);
+    kk->page_minmax(s, pg->n, s->n, pg->p, pg->kmax, pg->kmin);
+    pg->n = s->n;
+}
+
+void pages_truncate(kb_pages *pg, const kb_kvstream *s, int n, const kb_kernels *kk) {
+    if (n >= pg->n) return;
+    if (n < 0) n = 0;
+    int start = (n / pg->p) * pg->p; /* first slot of the page holding slot n (or n-1's page) */
+    if (start < n) kk->page_minmax(s, start, n, pg->p, pg->kmax, pg->kmin);
+    pg->n = n;
+}

@@ -1,0 +1,183 @@
+/* exact_topk.c - the Exact-TopK oracle (methods.md §7): exact scores
+ * q.K^T/sqrt(D) over the whole cache, keep the top k = B, softmax over those
+ * only, times V. Per query head by default (the released topk.py);
+ * group_sum / group_mean select one set per KV group by the summed / averaged
+ * exact softmax probabilities of the group's heads. Scoring is not charged
+ * as traffic (oracle). */
+#include <math.h>
+#include <stdlib.h>
+
+#include "methods/common.h"
+
+typedef struct etk_state {
+    kb_mcommon c;
+    kb_kvstream *s; /* [Hkv] every token */
+    float *sc;      /* [G][cap] scores of one group */
+    float *agg;     /* [cap] */
+    int32_t *idx;   /* [B] */
+    int cap;
+} etk_state;
+
+static const char *const etk_keys[] = {"gqa", NULL};
+
+static int etk_validate(kb_method_params *p, kb_err *err) {
+    if (p->budget < 1)
+        return kb_fail(err, KB_EINPUT, "method 'exact_topk': key 'budget': expected an integer >= 1, got %d",
+                       p->budget);
+    if (p->gqa == KB_GQA_DEFAULT) p->gqa = KB_GQA_PER_HEAD;
+    return 0;
+}
+
+static int etk_init(const kb_method_params *p, const kb_method_ctx *ctx, const kb_prefill_view *pv,
+                    void **state, kb_err *err) {
+    etk_state *st = KB_CALLOC(1, sizeof *st);
+    mc_init(&st->c, "exact_topk", p, ctx);
+    int rc = mc_check_view(&st->c, pv, 0, err);
+    if (rc) {
+        mc_free(&st->c);
+        free(st);
+        return rc;
+    }
+    int L = pv->kv[0].n;
+    st->c.bud.mode = p->budget_mode;
+    st->c.bud.B = p->budget;
+    st->c.bud.k = p->budget;
+    st->c.bud.S = ctx->S;
+    st->c.bud.N_new = ctx->N_new;
+    st->c.bud.D = ctx->D;
+    st->s = streams_new(ctx->Hkv, ctx->kv_dtype, ctx->D, L + KB_MAX(ctx->N_new, 16));
+    streams_append_view(st->s, ctx->Hkv, pv);
+    st->idx = KB_MALLOC((size_t)p->budget * sizeof(int32_t));
+    st->c.n_in = st->c.base = L;
+    *state = st;
+    return 0;
+}
+
+/* In-place softmax of x[0..n) in f32 with max subtraction. */
+static void softmax_inplace(float *x, int n) {
+    float mx = -INFINITY;
+    for (int j = 0; j < n; j++) mx = x[j] > mx ? x[j] : mx;
+    double sum = 0;
+    for (int j = 0; j < n; j++) sum += (x[j] = expf(x[j] - mx));
+    float inv = (float)(1.0 / sum);
+    for (int j = 0; j < n; j++) x[j] *= inv;
+}
+
+static void etk_decode(void *state, const float *q, const float *k, const float *v, int32_t pos,
+                       float *out) {
+    etk_state *st = state;
+    kb_mcommon *c = &st->c;
+    const kb_kernels *kk = kernels_get();
+    int Hkv = c->ctx.Hkv, D = c->ctx.D, G = c->G, per_head = c->p.gqa == KB_GQA_PER_HEAD;
+    streams_append_token(st->s, Hkv, Hkv, D, k, v, pos);
+    c->n_in++;
+    int n = st->s[0].n;
+    if (n > st->cap) {
+        st->cap = KB_MAX(n, 2 * st->cap);
+        free(st->sc);
+        free(st->agg);
+        st->sc = KB_MALLOC((size_t)G * st->cap * sizeof(float));
+        st->agg = KB_MALLOC((size_t)st->cap * sizeof(float));
+    }
+    int kq = KB_MIN(c->p.budget, n);
+    mc_sel_begin(c, per_head ? c->ctx.Hq : Hkv, c->p.budget);
+    double distinct = 0;
+    for (int g = 0; g < Hkv; g++) {
+        const float *qg = q + (size_t)g * G * D;
+        kk->qk_scores(qg, G, &st->s[g], n, st->sc, st->cap);
+        for (int h = 0; h < G; h++)
+            for (int j = 0; j < n; j++) st->sc[(size_t)h * st->cap + j] *= c->scale;
+        if (per_head) {
+            for (int h = 0; h < G; h++) {
+                int cnt = kk->topk(st->sc + (size_t)h * st->cap, n, kq, st->idx);
+                kk->attn_gather(qg + (size_t)h * D, 1, &st->s[g], st->idx, cnt, c->scale,
+                                out + ((size_t)g * G + h) * D);
+                mc_sel_set(c, g * G + h, st->idx, cnt, &st->s[g]);
+            }
+            distinct += mc_sel_distinct(c, g * G, G, n);
+        } else {
+            for (int j = 0; j < n; j++) st->agg[j] = 0;
+            for (int h = 0; h < G; h++) {
+                float *x = st->sc + (size_t)h * st->cap;
+                softmax_inplace(x, n);
+                for (int j = 0; j < n; j++) st->agg[j] += x[j];
+            }
+            if (c->p.gqa == KB_GQA_GROUP_MEAN)
+                for (int j = 0; j < n; j++) st->agg[j] /= (float)G;
+            int cnt = kk->topk(st->agg, n, kq, st->idx);
+            kk->attn_gather(qg, G, &st->s[g], st->idx, cnt, c->scale, out + (size_t)g * G * D);
+            mc_sel_set(c, g, st->idx, cnt, &st->s[g]);
+            distinct += cnt;
+        }
+    }
+    c->acc.read_tokeq = distinct / Hkv;
+    c->acc.approx_tokeq = 0;
+    c->acc.read_bytes = distinct * mc_row_bytes(c);
+    c->acc.attended = kq;
+    mc_acc_finish(c, per_head);
+}
+
+static const kb_kvstream *etk_retained(void *state, int qhead) {
+    etk_state *st = state;
+    return &st->s[qhead / st->c.G];
+}
+
+static const kb_kvstream *etk_cache(void *state, int row, int *n_rows) {
+    etk_state *st = state;
+    int per_head = st->c.p.gqa == KB_GQA_PER_HEAD;
+    if (n_rows) *n_rows = per_head ? st->c.ctx.Hq : st->c.ctx.Hkv;
+    return &st->s[per_head ? row / st->c.G : row];
+}
+
+static int etk_extend(void *state, const kb_prefill_view *pv, kb_err *err) {
+    etk_state *st = state;
+    int rc = mc_check_view(&st->c, pv, 0, err);
+    if (rc) return rc;
+    streams_append_view(st->s, st->c.ctx.Hkv, pv);
+    st->c.n_in += pv->kv[0].n;
+    st->c.base = st->c.n_in;
+    return 0;
+}
+
+static long etk_mark(void *state) { return ((etk_state *)state)->c.n_in; }
+
+static void etk_rollback(void *state, long mark) {
+    etk_state *st = state;
+    streams_drop(st->s, st->c.ctx.Hkv, mc_rollback_count(&st->c, mark));
+}
+
+static void etk_account(void *state, kb_account *acc) {
+    etk_state *st = state;
+    *acc = st->c.acc;
+    acc->resident_tokens = streams_slots(st->s, st->c.ctx.Hkv) / st->c.ctx.Hkv;
+    acc->resident_bytes = streams_bytes(st->s, st->c.ctx.Hkv);
+    acc->mode = st->c.p.budget_mode;
+    acc->budget = &st->c.bud;
+}
+
+static void etk_destroy(void *state) {
+    etk_state *st = state;
+    streams_free(st->s, st->c.ctx.Hkv);
+    free(st->sc);
+    free(st->agg);
+    free(st->idx);
+    mc_free(&st->c);
+    free(st);
+}
+
+const kb_method_ops kb_method_exact_topk = {
+    .name = "exact_topk",
+    .description = "Exact-TopK oracle: exact scores, top B per query head, softmax over those",
+    .keys = etk_keys,
+    .needs_budget = 1,
+    .validate = etk_validate,
+    .layer_init = etk_init,
+    .decode = etk_decode,
+    .retained = etk_retained,
+    .decode_cache = etk_cache,
+    .extend = etk_extend,
+    .mark = etk_mark,
+    .rollback = etk_rollback,
+    .account = etk_account,
+    .destroy = etk_destroy,
+};

@@ -1,0 +1,256 @@
+/* hybrid_core.c - hybrid sparse attention over Hkv streams (hybrid_core.h). */
+#include "methods/hybrid_core.h"
+
+#include <stdlib.h>
+
+void hybrid_init(kb_hybrid *h, int Hq, int Hkv, int D, int p, int r, int k, int per_head,
+                 int group_sum, int local_window, int reallocate_mean_v) {
+    memset(h, 0, sizeof *h);
+    h->Hq = Hq;
+    h->Hkv = Hkv;
+    h->G = Hq / Hkv;
+    h->D = D;
+    h->p = p < 1 ? 1 : p;
+    h->r = KB_MAX(1, KB_MIN(D, r));
+    h->k = k;
+    h->per_head = per_head;
+    h->group_sum = group_sum;
+    h->local_window = local_window;
+    h->reallocate_mean_v = reallocate_mean_v;
+    if (h->p > 1) {
+        h->pg = KB_CALLOC((size_t)Hkv, sizeof *h->pg);
+        for (int g = 0; g < Hkv; g++) pages_init(&h->pg[g], h->p, D);
+    }
+    if (reallocate_mean_v) {
+        h->vsum = KB_CALLOC((size_t)Hkv * D, sizeof(double));
+        h->vsum_n = KB_CALLOC((size_t)Hkv, sizeof(int));
+    }
+    h->idx = KB_MALLOC((size_t)KB_MAX(1, k) * sizeof(int32_t));
+    h->dims = KB_MALLOC((size_t)h->G * h->r * sizeof(int32_t));
+    h->dmark = KB_CALLOC((size_t)D, 1);
+}
+
+void hybrid_free(kb_hybrid *h) {
+    if (h->pg)
+        for (int g = 0; g < h->Hkv; g++) pages_free(&h->pg[g]);
+    free(h->pg);
+    free(h->vsum);
+    free(h->vsum_n);
+    free(h->ps);
+    free(h->hw);
+    free(h->idx);
+    free(h->dims);
+    free(h->dmark);
+    memset(h, 0, sizeof *h);
+}
+
+static void vsum_rebuild(kb_hybrid *h, int g, const kb_kvstream *s) {
+    double *acc = h->vsum + (size_t)g * h->D;
+    for (int d = 0; d < h->D; d++) acc[d] = 0;
+    h->vsum_n[g] = 0;
+    (void)s;
+}
+
+void hybrid_sync(kb_hybrid *h, const kb_kvstream *s, const kb_kernels *kk) {
+    float *v = h->vsum ? KB_MALLOC((size_t)h->D * sizeof(float)) : NULL;
+    for (int g = 0; g < h->Hkv; g++) {
+        if (h->pg) pages_sync(&h->pg[g], &s[g], kk);
+        if (h->vsum) {
+            double *acc = h->vsum + (size_t)g * h->D;
+            for (int j = h->vsum_n[g]; j < s[g].n; j++) {
+                kvstream_get_f32(&s[g], j, NULL, v);
+                for (int d = 0; d < h->D; d++) acc[d] += v[d];
+            }
+            h->vsum_n[g] = s[g].n;
+        }
+    }
+    free(v);
+}
+
+void hybrid_reset(kb_hybrid *h) {
+    for (int g = 0; g < h->Hkv; g++) {
+        if (h->pg) pages_reset(&h->pg[g]);
+        if (h->vsum) vsum_rebuild(h, g, NULL);
+    }
+}
+
+void hybrid_truncate(kb_hybrid *h, const kb_kvstream *s, const kb_kernels *kk) {
+    for (int g = 0; g < h->Hkv; g++) {
+        if (h->pg) pages_truncate(&h->pg[g], &s[g], s[g].n, kk);
+        if (h->vsum && h->vsum_n[g] > s[g].n) vsum_rebuild(h, g, &s[g]); /* sums again at sync */
+    }
+    hybrid_sync(h, s, kk);
+}
+
+double hybrid_meta_bytes(const kb_hybrid *h) {
+    double b = 0;
+    for (int g = 0; g < h->Hkv; g++) {
+        if (h->pg) b += (double)pages_bytes(&h->pg[g]);
+    }
+    if (h->vsum) b += (double)h->Hkv * h->D * sizeof(double);
+    return b;
+}
+
+/* k slots of n: the last local_window slots forced, the rest by page score. */
+static int hybrid_select(const kb_hybrid *h, const kb_kernels *kk, const float *ps, int n, int k,
+                         int32_t *idx) {
+    int forced = KB_MIN(h->local_window, k);
+    int c = kk->topk_pages(ps, n - forced, h->p, k - forced, idx);
+    for (int t = 0; t < forced; t++) idx[c++] = n - forced + t;
+    return c;
+}
+
+void hybrid_attend(kb_hybrid *h, const kb_kernels *kk, kb_mcommon *c, const float *q,
+                   const kb_kvstream *s, float *out) {
+    int G = h->G, D = h->D, rows = h->per_head ? h->Hq : h->Hkv;
+    int nsel = h->per_head ? G : 1, nh = h->per_head ? 1 : G;
+    mc_sel_begin(c, rows, h->k);
+    double read_rows = 0, approx_tokeq = 0, approx_bytes = 0, attended = 0;
+    size_t elt = kb_dtype_size(c->ctx.kv_dtype);
+    for (int g = 0; g < h->Hkv; g++) {
+        const kb_kvstream *sg = &s[g];
+        int n = sg->n, np = (n + h->p - 1) / h->p;
+        if (np > h->cap) {
+            h->cap = KB_MAX(np, 2 * h->cap);
+            free(h->ps);
+            free(h->hw);
+            h->ps = KB_MALLOC((size_t)h->cap * sizeof(float));
+            h->hw = KB_MALLOC((size_t)G * h->cap * sizeof(float));
+        }
+        const float *kmax = h->pg ? h->pg[g].kmax : NULL, *kmin = h->pg ? h->pg[g].kmin : NULL;
+        int k = KB_MIN(h->k, n);
+        for (int j = 0; j < nsel; j++) {
+            int h0 = g * G + j * nh; /* first query head of this selection row */
+            const float *qh = q + (size_t)h0 * D;
+            float *o = out + (size_t)h0 * D;
+            kk->hybrid_scores(qh, nh, D, h->r, kmax, kmin, sg, n, h->p, h->ps,
+                              h->reallocate_mean_v ? h->hw : NULL, h->dims + (size_t)j * h->r);
+            if (h->group_sum && nh > 1)
+                for (int P = 0; P < np; P++) h->ps[P] *= (float)nh;
+            int cnt = hybrid_select(h, kk, h->ps, n, k, h->idx);
+            kk->attn_gather(qh, nh, sg, h->idx, cnt, c->scale, o);
+            if (h->reallocate_mean_v && n > 0) {
+                const double *vs = h->vsum + (size_t)g * D;
+                for (int t = 0; t < nh; t++) {
+                    double a = 0;
+                    for (int u = 0; u < cnt; u++) a += h->hw[(size_t)t * np + h->idx[u] / h->p];
+                    float *ot = o + (size_t)t * D;
+                    for (int d = 0; d < D; d++)
+                        ot[d] = (float)(a * ot[d] + (1 - a) * (vs[d] / n));
+                }
+            }
+            mc_sel_set(c, h->per_head ? h0 : g, h->idx, cnt, sg);
+            attended += (double)cnt * nh;
+        }
+        /* reads of this KV head: distinct K/V rows + the approximation's dims */
+        read_rows += mc_sel_distinct(c, h->per_head ? g * G : g, nsel, n);
+        int du = 0;
+        for (int j = 0; j < nsel; j++)
+            for (int t = 0; t < h->r; t++) {
+                int d = h->dims[(size_t)j * h->r + t];
+                if (!h->dmark[d]) {
+                    h->dmark[d] = 1;
+                    du++;
+                }
+            }
+        memset(h->dmark, 0, (size_t)D);
+        double elems = (double)(h->p > 1 ? np : n) * du; /* one of min/max per dim and page */
+        approx_tokeq += elems / (2.0 * D);
+        approx_bytes += elems * (h->p > 1 ? sizeof(float) : elt);
+    }
+    kb_account *a = &c->acc;
+    a->approx_tokeq = approx_tokeq / h->Hkv;
+    a->read_tokeq = (read_rows + (c->p.budget_mode == KB_BUDGET_TRAFFIC ? approx_tokeq : 0)) / h->Hkv;
+    a->read_bytes = read_rows * mc_row_bytes(c) + approx_bytes;
+    a->attended = attended / h->Hq;
+    mc_acc_finish(c, h->per_head);
+}
+
+/* ---- "every token kept + hybrid attention" method state (hybrid, sparq) ---- */
+
+typedef struct hybm_state {
+    kb_mcommon c;
+    kb_kvstream *s; /* [Hkv] every token */
+    kb_hybrid h;
+} hybm_state;
+
+int hybm_init(const kb_method_params *p, const kb_method_ctx *ctx, const kb_prefill_view *pv,
+              const kb_budget *bud, const char *who, void **state, kb_err *err) {
+    hybm_state *st = KB_CALLOC(1, sizeof *st);
+    mc_init(&st->c, who, p, ctx);
+    int rc = mc_check_view(&st->c, pv, 0, err);
+    if (rc) {
+        mc_free(&st->c);
+        free(st);
+        return rc;
+    }
+    st->c.bud = *bud;
+    int L = pv->kv[0].n;
+    st->s = streams_new(ctx->Hkv, ctx->kv_dtype, ctx->D, L + KB_MAX(ctx->N_new, 16));
+    streams_append_view(st->s, ctx->Hkv, pv);
+    hybrid_init(&st->h, ctx->Hq, ctx->Hkv, ctx->D, bud->p, bud->r, bud->k,
+                p->gqa == KB_GQA_PER_HEAD, p->gqa == KB_GQA_GROUP_SUM, p->local_window,
+                p->reallocate_mean_v);
+    hybrid_sync(&st->h, st->s, kernels_get());
+    st->c.n_in = st->c.base = L;
+    *state = st;
+    return 0;
+}
+
+void hybm_decode(void *state, const float *q, const float *k, const float *v, int32_t pos,
+                 float *out) {
+    hybm_state *st = state;
+    const kb_kernels *kk = kernels_get();
+    streams_append_token(st->s, st->c.ctx.Hkv, st->c.ctx.Hkv, st->c.ctx.D, k, v, pos);
+    st->c.n_in++;
+    hybrid_sync(&st->h, st->s, kk);
+    hybrid_attend(&st->h, kk, &st->c, q, st->s, out);
+}
+
+const kb_kvstream *hybm_retained(void *state, int qhead) {
+    hybm_state *st = state;
+    return &st->s[qhead / st->c.G];
+}
+
+const kb_kvstream *hybm_cache(void *state, int row, int *n_rows) {
+    hybm_state *st = state;
+    if (n_rows) *n_rows = st->h.per_head ? st->c.ctx.Hq : st->c.ctx.Hkv;
+    return &st->s[st->h.per_head ? row / st->c.G : row];
+}
+
+int hybm_extend(void *state, const kb_prefill_view *pv, kb_err *err) {
+    hybm_state *st = state;
+    int rc = mc_check_view(&st->c, pv, 0, err);
+    if (rc) return rc;
+    streams_append_view(st->s, st->c.ctx.Hkv, pv);
+    hybrid_sync(&st->h, st->s, kernels_get());
+    st->c.n_in += pv->kv[0].n;
+    st->c.base = st->c.n_in;
+    return 0;
+}
+
+long hybm_mark(void *state) { return ((hybm_state *)state)->c.n_in; }
+
+void hybm_rollback(void *state, long mark) {
+    hybm_state *st = state;
+    streams_drop(st->s, st->c.ctx.Hkv, mc_rollback_count(&st->c, mark));
+    hybrid_truncate(&st->h, st->s, kernels_get());
+}
+
+void hybm_account(void *state, kb_account *acc) {
+    hybm_state *st = state;
+    int Hkv = st->c.ctx.Hkv;
+    *acc = st->c.acc;
+    acc->resident_tokens = streams_slots(st->s, Hkv) / Hkv;
+    acc->resident_bytes = streams_bytes(st->s, Hkv) + hybrid_meta_bytes(&st->h);
+    acc->mode = st->c.p.budget_mode;
+    acc->budget = &st->c.bud;
+}
+
+void hybm_destroy(void *state) {
+    hybm_state *st = state;
+    streams_free(st->s, st->c.ctx.Hkv);
+    hybrid_free(&st->h);
+    mc_free(&st->c);
+    free(st);
+}

@@ -1,0 +1,212 @@
+/* quest.c - QUEST (methods.md §8): pages of P consecutive slots with per-dim
+ * Kmax/Kmin kept incrementally; per query head a page bound
+ * sum_i max(q_i Kmax_i, q_i Kmin_i); the page holding the current token
+ * (the last page) is always attended, as in the Quest kernel's controller
+ * (page budget "including the last page"; top-k runs over the other pages);
+ * the other n_pages - 1 pages are the top ones by bound; exact attention over
+ * their tokens. GQA per_head by default (original, repeat_kv); group_sum /
+ * group_mean share one page set per KV group. P and the page count come from
+ * the accountant (methods.md §1). */
+#include <stdlib.h>
+
+#include "kernels/select.h"
+#include "methods/common.h"
+
+typedef struct quest_state {
+    kb_mcommon c;
+    kb_kvstream *s;  /* [Hkv] every token */
+    kb_pages *pg;    /* [Hkv] pages of P slots */
+    float *ps, *tmp; /* [cap] page bounds */
+    int32_t *pidx;   /* [n_pages] chosen pages */
+    int32_t *idx;    /* [n_pages * P] chosen slots */
+    int cap;
+} quest_state;
+
+static const char *const quest_keys[] = {"gqa", "page_size", NULL};
+
+static int quest_validate(kb_method_params *p, kb_err *err) {
+    if (p->budget < 1)
+        return kb_fail(err, KB_EINPUT, "method 'quest': key 'budget': expected an integer >= 1, got %d",
+                       p->budget);
+    if (p->gqa == KB_GQA_DEFAULT) p->gqa = KB_GQA_PER_HEAD;
+    return 0;
+}
+
+static void quest_free(quest_state *st) {
+    if (st->pg)
+        for (int g = 0; g < st->c.ctx.Hkv; g++) pages_free(&st->pg[g]);
+    free(st->pg);
+    streams_free(st->s, st->c.ctx.Hkv);
+    free(st->ps);
+    free(st->tmp);
+    free(st->pidx);
+    free(st->idx);
+    mc_free(&st->c);
+    free(st);
+}
+
+static int quest_init(const kb_method_params *p, const kb_method_ctx *ctx, const kb_prefill_view *pv,
+                      void **state, kb_err *err) {
+    quest_state *st = KB_CALLOC(1, sizeof *st);
+    mc_init(&st->c, "quest", p, ctx);
+    int rc = mc_check_view(&st->c, pv, 0, err);
+    int L = rc ? 0 : pv->kv[0].n;
+    if (!rc) rc = budget_quest(p->budget_mode, p->budget, L, ctx->D, &st->c.bud, err);
+    if (!rc) rc = budget_override(&st->c.bud, 1, p->page_size, 0, "method 'quest'", err);
+    if (rc) {
+        quest_free(st);
+        return rc;
+    }
+    st->c.bud.S = ctx->S;
+    st->c.bud.N_new = ctx->N_new;
+    st->s = streams_new(ctx->Hkv, ctx->kv_dtype, ctx->D, L + KB_MAX(ctx->N_new, 16));
+    streams_append_view(st->s, ctx->Hkv, pv);
+    const kb_kernels *kk = kernels_get();
+    st->pg = KB_CALLOC((size_t)ctx->Hkv, sizeof *st->pg);
+    for (int g = 0; g < ctx->Hkv; g++) {
+        pages_init(&st->pg[g], st->c.bud.P, ctx->D);
+        pages_sync(&st->pg[g], &st->s[g], kk);
+    }
+    st->pidx = KB_MALLOC((size_t)st->c.bud.n_pages * sizeof(int32_t));
+    st->idx = KB_MALLOC((size_t)st->c.bud.n_pages * st->c.bud.P * sizeof(int32_t));
+    st->c.n_in = st->c.base = L;
+    *state = st;
+    return 0;
+}
+
+/* Slots of the chosen pages: the last page plus the top (n_pages - 1) others. */
+static int quest_pick(quest_state *st, const kb_kernels *kk, const float *ps, int np, int n) {
+    int P = st->c.bud.P, want = st->c.bud.n_pages, c = 0;
+    int npk = 0;
+    if (want >= np) {
+        for (int t = 0; t < np; t++) st->pidx[t] = t;
+        npk = np;
+    } else {
+        npk = kk->topk(ps, np - 1, want - 1, st->pidx); /* ascending */
+        st->pidx[npk++] = np - 1;
+    }
+    for (int t = 0; t < npk; t++) {
+        int P0 = st->pidx[t] * P, P1 = KB_MIN(n, P0 + P);
+        for (int j = P0; j < P1; j++) st->idx[c++] = j;
+    }
+    return c;
+}
+
+static void quest_decode(void *state, const float *q, const float *k, const float *v, int32_t pos,
+                         float *out) {
+    quest_state *st = state;
+    kb_mcommon *c = &st->c;
+    const kb_kernels *kk = kernels_get();
+    int Hkv = c->ctx.Hkv, D = c->ctx.D, G = c->G, per_head = c->p.gqa == KB_GQA_PER_HEAD;
+    streams_append_token(st->s, Hkv, Hkv, D, k, v, pos);
+    c->n_in++;
+    int n = st->s[0].n, P = c->bud.P;
+    int np = (n + P - 1) / P;
+    if (np > st->cap) {
+        st->cap = KB_MAX(np, 2 * st->cap);
+        free(st->ps);
+        free(st->tmp);
+        st->ps = KB_MALLOC((size_t)st->cap * sizeof(float));
+        st->tmp = KB_MALLOC((size_t)st->cap * sizeof(float));
+    }
+    mc_sel_begin(c, per_head ? c->ctx.Hq : Hkv, c->bud.n_pages * P);
+    double distinct = 0, attended = 0;
+    for (int g = 0; g < Hkv; g++) {
+        pages_sync(&st->pg[g], &st->s[g], kk);
+        const float *qg = q + (size_t)g * G * D;
+        if (per_head) {
+            for (int h = 0; h < G; h++) {
+                kk->quest_scores(qg + (size_t)h * D, D, st->pg[g].kmax, st->pg[g].kmin, np, st->ps);
+                int cnt = quest_pick(st, kk, st->ps, np, n);
+                kk->attn_gather(qg + (size_t)h * D, 1, &st->s[g], st->idx, cnt, c->scale,
+                                out + ((size_t)g * G + h) * D);
+                mc_sel_set(c, g * G + h, st->idx, cnt, &st->s[g]);
+                attended += cnt;
+            }
+            distinct += mc_sel_distinct(c, g * G, G, n);
+        } else {
+            for (int t = 0; t < np; t++) st->ps[t] = 0;
+            for (int h = 0; h < G; h++) {
+                kk->quest_scores(qg + (size_t)h * D, D, st->pg[g].kmax, st->pg[g].kmin, np, st->tmp);
+                for (int t = 0; t < np; t++) st->ps[t] += st->tmp[t];
+            }
+            if (c->p.gqa == KB_GQA_GROUP_MEAN)
+                for (int t = 0; t < np; t++) st->ps[t] /= (float)G;
+            int cnt = quest_pick(st, kk, st->ps, np, n);
+            kk->attn_gather(qg, G, &st->s[g], st->idx, cnt, c->scale, out + (size_t)g * G * D);
+            mc_sel_set(c, g, st->idx, cnt, &st->s[g]);
+            distinct += cnt;
+            attended += (double)cnt * G;
+        }
+    }
+    /* page min and max of all D dims: 2D elements per page = one token-equivalent */
+    double approx = np;
+    c->acc.approx_tokeq = approx;
+    c->acc.read_tokeq = distinct / Hkv + (c->p.budget_mode == KB_BUDGET_TRAFFIC ? approx : 0);
+    c->acc.read_bytes = distinct * mc_row_bytes(c) + (double)Hkv * np * 2 * D * sizeof(float);
+    c->acc.attended = attended / c->ctx.Hq;
+    mc_acc_finish(c, per_head);
+}
+
+static const kb_kvstream *quest_retained(void *state, int qhead) {
+    quest_state *st = state;
+    return &st->s[qhead / st->c.G];
+}
+
+static const kb_kvstream *quest_cache(void *state, int row, int *n_rows) {
+    quest_state *st = state;
+    int per_head = st->c.p.gqa == KB_GQA_PER_HEAD;
+    if (n_rows) *n_rows = per_head ? st->c.ctx.Hq : st->c.ctx.Hkv;
+    return &st->s[per_head ? row / st->c.G : row];
+}
+
+static int quest_extend(void *state, const kb_prefill_view *pv, kb_err *err) {
+    quest_state *st = state;
+    int rc = mc_check_view(&st->c, pv, 0, err);
+    if (rc) return rc;
+    streams_append_view(st->s, st->c.ctx.Hkv, pv);
+    const kb_kernels *kk = kernels_get();
+    for (int g = 0; g < st->c.ctx.Hkv; g++) pages_sync(&st->pg[g], &st->s[g], kk);
+    st->c.n_in += pv->kv[0].n;
+    st->c.base = st->c.n_in;
+    return 0;
+}
+
+static long quest_mark(void *state) { return ((quest_state *)state)->c.n_in; }
+
+static void quest_rollback(void *state, long mark) {
+    quest_state *st = state;
+    streams_drop(st->s, st->c.ctx.Hkv, mc_rollback_count(&st->c, mark));
+    const kb_kernels *kk = kernels_get();
+    for (int g = 0; g < st->c.ctx.Hkv; g++) pages_truncate(&st->pg[g], &st->s[g], st->s[g].n, kk);
+}
+
+static void quest_account(void *state, kb_account *acc) {
+    quest_state *st = state;
+    int Hkv = st->c.ctx.Hkv;
+    *acc = st->c.acc;
+    acc->resident_tokens = streams_slots(st->s, Hkv) / Hkv;
+    acc->resident_bytes = streams_bytes(st->s, Hkv);
+    for (int g = 0; g < Hkv; g++) acc->resident_bytes += (double)pages_bytes(&st->pg[g]);
+    acc->mode = st->c.p.budget_mode;
+    acc->budget = &st->c.bud;
+}
+
+static void quest_destroy(void *state) { quest_free(state); }
+
+const kb_method_ops kb_method_quest = {
+    .name = "quest",
+    .description = "QUEST: page min/max bounds, top pages (current page always) attended exactly",
+    .keys = quest_keys,
+    .needs_budget = 1,
+    .validate = quest_validate,
+    .layer_init = quest_init,
+    .decode = quest_decode,
+    .retained = quest_retained,
+    .decode_cache = quest_cache,
+    .extend = quest_extend,
+    .mark = quest_mark,
+    .rollback = quest_rollback,
+    .account = quest_account,
+    .destroy = quest_destroy,
+};
