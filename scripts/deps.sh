@@ -50,6 +50,7 @@ python3 -c 'import regex' 2>/dev/null || py_missing+=(regex)
 python3 -c 'import pytest' 2>/dev/null || py_missing+=(pytest)
 python3 -c 'import rouge_score' 2>/dev/null || py_missing+=(rouge_score)  # metric reference (ROUGE-Lsum)
 python3 -c 'import nltk' 2>/dev/null || py_missing+=(nltk)  # metric reference (BLEU)
+python3 -c 'import jinja2' 2>/dev/null || py_missing+=(jinja2)  # chat template reference
 if ((${#py_missing[@]})); then
   echo "deps: installing Python test packages: ${py_missing[*]}" >&2
   pip_flags=(--quiet --disable-pip-version-check)

@@ -1,0 +1,386 @@
+/* test_tokenizer.c - unit tests of the tokenizer pieces that need no model
+ * file: the generated Unicode tables, UTF-8 coding, GPT-2's
+ * bytes_to_unicode, the pre-tokenizer regex lists, BPE and SentencePiece
+ * merging on tiny hand-made vocabularies, special tokens, decoding, chat
+ * strings and load errors.
+ *
+ * Expected values: Unicode facts from the Unicode Character Database (the
+ * category of a code point; the White_Space list in PropList.txt); the GPT-2
+ * byte map from its definition (printable bytes keep their value, the other
+ * 68 take U+0100.. in byte order); pre-tokenizer splits computed with HF
+ * tokenizers 0.23.3 (pre_tokenizers.Split(Regex(...), "isolated") /
+ * Digits(individual_digits=True)); merge results worked out by hand below.
+ * The full comparison against HF on 200+ strings is tests/py/test_tokenizer.py. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "harness/engine/tok_internal.h"
+#include "harness/engine/unicode.h"
+
+static void test_unicode(void) {
+    static const struct {
+        uint32_t cp;
+        int cat, ws;
+    } v[] = {
+        {'A', UCAT_L, 0},     {'z', UCAT_L, 0},     {0x00E9, UCAT_L, 0}, /* é */
+        {0x4E2D, UCAT_L, 0},  /* 中 */              {0x0627, UCAT_L, 0}, /* Arabic alef */
+        {0x05D0, UCAT_L, 0},  /* Hebrew alef */     {0x017F, UCAT_L, 0}, /* long s */
+        {'7', UCAT_N, 0},     {0x0663, UCAT_N, 0},  /* Arabic-Indic three (Nd) */
+        {0x00BD, UCAT_N, 0},  /* ½ (No) */          {0x216B, UCAT_N, 0}, /* Roman twelve (Nl) */
+        {0xFF11, UCAT_N, 0},  /* fullwidth 1 */     {0x00B2, UCAT_N, 0}, /* superscript 2 */
+        {'!', UCAT_P, 0},     {0x3002, UCAT_P, 0},  /* ideographic full stop */
+        {'$', UCAT_S, 0},     {'+', UCAT_S, 0},     {0x1F600, UCAT_S, 0}, /* 😀 So */
+        {0x0301, UCAT_M, 0},  /* combining acute */ {0x0E31, UCAT_M, 0}, /* Thai mai han-akat */
+        {' ', UCAT_Z, 1},     {0x00A0, UCAT_Z, 1},  {0x3000, UCAT_Z, 1}, {0x2028, UCAT_Z, 1},
+        {'\t', UCAT_C, 1},    {'\n', UCAT_C, 1},    {0x0085, UCAT_C, 1}, /* NEL */
+        {0x001C, UCAT_C, 0},  /* not White_Space */ {0x200B, UCAT_C, 0}, /* ZWSP (Cf) */
+        {0xFEFF, UCAT_C, 0},  {0xE000, UCAT_C, 0},  {0x0378, UCAT_C, 0}, /* unassigned */
+        {0x10FFFF, UCAT_C, 0}, {0x180E, UCAT_C, 0}, /* Mongolian vowel sep.: Cf since 6.3 */
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        CHECK_MSG(unicode_category(v[i].cp) == v[i].cat, "U+%04X category %d, want %d", v[i].cp,
+                  unicode_category(v[i].cp), v[i].cat);
+        CHECK_MSG(unicode_is_whitespace(v[i].cp) == v[i].ws, "U+%04X whitespace", v[i].cp);
+    }
+    CHECK_EQ_INT(unicode_n_whitespace, 25); /* White_Space has 25 code points */
+    CHECK(strlen(unicode_version) >= 4);
+}
+
+static void test_utf8(void) {
+    size_t n;
+    CHECK_EQ_INT(utf8_decode("A", 1, &n), 'A');
+    CHECK_EQ_INT(n, 1);
+    CHECK_EQ_INT(utf8_decode("\xc3\xa9", 2, &n), 0xE9);
+    CHECK_EQ_INT(n, 2);
+    CHECK_EQ_INT(utf8_decode("\xe4\xb8\xad", 3, &n), 0x4E2D);
+    CHECK_EQ_INT(n, 3);
+    CHECK_EQ_INT(utf8_decode("\xf0\x9f\x98\x80", 4, &n), 0x1F600);
+    CHECK_EQ_INT(n, 4);
+    /* invalid: overlong, surrogate, > U+10FFFF, truncated, stray continuation */
+    const char *bad[] = {"\xc0\x80", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe4\xb8", "\x80"};
+    size_t bad_len[] = {2, 3, 4, 2, 1};
+    for (int i = 0; i < 5; i++) {
+        CHECK_EQ_INT(utf8_decode(bad[i], bad_len[i], &n), UNICODE_INVALID);
+        CHECK_EQ_INT(n, 1);
+    }
+    char buf[4];
+    uint32_t cps[] = {0x24, 0xA2, 0x20AC, 0x10348};
+    int lens[] = {1, 2, 3, 4};
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ_INT(utf8_encode(cps[i], buf), lens[i]);
+        CHECK_EQ_INT(utf8_decode(buf, (size_t)lens[i], &n), cps[i]);
+    }
+}
+
+static void test_bytes_to_unicode(void) {
+    uint32_t m[256];
+    bpe_bytes_to_unicode(m);
+    CHECK_EQ_INT(m[' '], 0x120);  /* 'Ġ' */
+    CHECK_EQ_INT(m['\n'], 0x10A); /* 'Ċ' */
+    CHECK_EQ_INT(m[0], 0x100);
+    CHECK_EQ_INT(m[0x7F], 0x121); /* first byte after the 33 of 0x00..0x20 */
+    CHECK_EQ_INT(m[0xA0], 0x142);
+    CHECK_EQ_INT(m[0xAD], 0x143); /* the 68th and last remapped byte */
+    CHECK_EQ_INT(m['!'], '!');
+    CHECK_EQ_INT(m[0xFF], 0xFF);
+    int seen[0x144] = {0}, dup = 0;
+    for (int b = 0; b < 256; b++) {
+        if (m[b] >= 0x144 || seen[m[b]]++) dup = 1;
+    }
+    CHECK(!dup);
+}
+
+/* Pieces of s joined with '|'. */
+static void split(int pre, const char *s, char *out) {
+    size_t *bd;
+    int n;
+    bpe_pretokenize(pre, s, strlen(s), &bd, &n);
+    out[0] = 0;
+    for (int i = 0; i < n; i++) {
+        if (i) strcat(out, "|");
+        strncat(out, s + bd[i], bd[i + 1] - bd[i]);
+    }
+    free(bd);
+}
+
+static void test_pretokenizers(void) {
+    static const struct {
+        int pre;
+        const char *in, *want;
+    } v[] = {
+        {PRE_GPT2, "a  b", "a| | b"},
+        {PRE_GPT2, "x   ", "x|   "},
+        {PRE_GPT2, "a\n\nb", "a|\n|\n|b"},
+        {PRE_GPT2, "Hello, world! 12345 $x+=1", "Hello|,| world|!| 12345| $|x|+=|1"},
+        {PRE_GPT2, "I'M here", "I|'|M| here"},
+        {PRE_GPT2, "  \t x", "  \t| x"},
+        {PRE_GPT2, "x'sy", "x|'s|y"},
+        {PRE_SMOLLM, " 12a", " |1|2|a"},
+        {PRE_SMOLLM, "Hello, world! 12345 $x+=1", "Hello|,| world|!| |1|2|3|4|5| $|x|+=|1"},
+        {PRE_LLAMA3, "a\n\nb", "a|\n\n|b"},
+        {PRE_LLAMA3, "(word", "(word"},
+        {PRE_LLAMA3, "Hello, world! 12345 $x+=1", "Hello|,| world|!| |123|45| $|x|+=|1"},
+        {PRE_LLAMA3, "I'M here", "I|'M| here"},
+        {PRE_LLAMA3, "a\n\n b", "a|\n\n| b"},
+        {PRE_DEFAULT, "don't", "don|'|t"},
+        {PRE_DEFAULT, "Hello, world! 12345 $x+=1", "Hello|,| world|!| |123|45| |$|x|+=|1"},
+        {PRE_DEFAULT, "x'sy", "x|'|sy"},
+    };
+    char got[256];
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        split(v[i].pre, v[i].in, got);
+        CHECK_MSG(!strcmp(got, v[i].want), "pre %d '%s': got '%s' want '%s'", v[i].pre, v[i].in, got,
+                  v[i].want);
+    }
+}
+
+/* ---- tiny vocabularies ---- */
+
+typedef struct vocab {
+    const char *tok[300];
+    uint32_t len[300];
+    int32_t type[300];
+    float score[300];
+    int n;
+    const char *merges[16];
+    uint32_t mlen[16];
+    int nm;
+} vocab;
+
+static int add(vocab *v, const char *s, int type, float score) {
+    v->tok[v->n] = s;
+    v->len[v->n] = (uint32_t)strlen(s);
+    v->type[v->n] = type;
+    v->score[v->n] = score;
+    return v->n++;
+}
+
+static tok_spec spec_of(vocab *v, const char *model, const char *pre) {
+    tok_spec s;
+    memset(&s, 0, sizeof s);
+    s.where = "test.gguf";
+    s.model = model;
+    s.pre = pre;
+    s.n_vocab = v->n;
+    s.tokens = v->tok;
+    s.token_lens = v->len;
+    s.types = v->type;
+    s.scores = v->score;
+    for (int i = 0; i < v->nm; i++) v->mlen[i] = (uint32_t)strlen(v->merges[i]);
+    s.n_merges = v->nm;
+    s.merges = v->merges;
+    s.merge_lens = v->mlen;
+    s.bos = s.eos = s.unk = s.pad = -2;
+    s.add_bos = s.add_eos = s.add_space_prefix = -1;
+    return s;
+}
+
+static char g_ids[512];
+static const char *enc(const kb_tokenizer *t, const char *text, int special, int bos) {
+    int32_t *ids;
+    int n;
+    kb_err err = {0};
+    tokenizer_encode(t, text, strlen(text), special, bos, &ids, &n, &err);
+    g_ids[0] = 0;
+    for (int i = 0; i < n; i++) sprintf(g_ids + strlen(g_ids), i ? " %d" : "%d", ids[i]);
+    free(ids);
+    return g_ids;
+}
+
+static char g_byte_tok[256][4];
+
+static void test_bpe(void) {
+    /* Byte-level vocab: the 256 byte characters (ids 0..255 in byte order),
+     * then merged tokens. Merges by rank: "b c" (0), "a b" (1), "a bc" (2),
+     * "ab c" (3). For "abc", rank 0 fires first: a|bc, then "a bc" -> abc. */
+    static vocab v;
+    memset(&v, 0, sizeof v);
+    uint32_t m[256];
+    bpe_bytes_to_unicode(m);
+    for (int b = 0; b < 256; b++) {
+        int k = utf8_encode(m[b], g_byte_tok[b]);
+        g_byte_tok[b][k] = 0;
+        add(&v, g_byte_tok[b], TT_NORMAL, 0);
+    }
+    int ab = add(&v, "ab", TT_NORMAL, 0), bc = add(&v, "bc", TT_NORMAL, 0);
+    int abc = add(&v, "abc", TT_NORMAL, 0);
+    int ctl = add(&v, "<|x|>", TT_CONTROL, 0), usr = add(&v, "<u>", TT_USER, 0);
+    int eot = add(&v, "<|im_end|>", TT_NORMAL, 0); /* EOG text: promoted to control */
+    v.merges[v.nm++] = "b c";
+    v.merges[v.nm++] = "a b";
+    v.merges[v.nm++] = "a bc";
+    v.merges[v.nm++] = "ab c";
+    v.merges[v.nm++] = "x zz"; /* names a missing token: skipped with a warning */
+    tok_spec s = spec_of(&v, "gpt2", "gpt2");
+    s.eos = eot;
+    kb_tokenizer *t;
+    kb_err err = {0};
+    CHECK_EQ_INT(tokenizer_build(&s, &t, &err), 0);
+    if (!t) return;
+    char want[128];
+    sprintf(want, "%d", abc);
+    CHECK_STREQ(enc(t, "abc", 1, 0), want);
+    /* "abab": a b a b -> rank 1 "a b" at 0 then at 2 -> ab ab */
+    sprintf(want, "%d %d", ab, ab);
+    CHECK_STREQ(enc(t, "abab", 1, 0), want);
+    /* "bcb": b c b -> bc b */
+    sprintf(want, "%d %d", bc, 'b');
+    CHECK_STREQ(enc(t, "bcb", 1, 0), want);
+    /* pieces do not merge across the pre-tokenizer split: "a bc" -> a, " bc"
+     * where " bc" = Ġ b c -> Ġ bc */
+    sprintf(want, "%d %d %d", 'a', 0x20 + 0 /* byte ' ' is id 32 */, bc);
+    CHECK_STREQ(enc(t, "a bc", 1, 0), want);
+    /* special tokens: control only with parse_special, user-defined always */
+    sprintf(want, "%d %d %d", 'a', ctl, 'b');
+    CHECK_STREQ(enc(t, "a<|x|>b", 1, 0), want);
+    CHECK(strcmp(enc(t, "a<|x|>b", 0, 0), want) != 0);
+    sprintf(want, "%d %d %d", 'a', usr, 'b');
+    CHECK_STREQ(enc(t, "a<u>b", 0, 0), want);
+    CHECK(tokenizer_is_eog(t, eot));
+    CHECK(tokenizer_is_control(t, eot));
+    CHECK(!tokenizer_is_eog(t, ctl));
+    CHECK_EQ_INT(tokenizer_add_bos(t), 0);
+    /* decoding: bytes back; control text only when rendered */
+    int32_t ids[] = {'a', ctl, 32, bc, usr};
+    char *d = tokenizer_decode(t, ids, 5, 0);
+    CHECK_STREQ(d, "a bc<u>");
+    free(d);
+    d = tokenizer_decode(t, ids, 5, 1);
+    CHECK_STREQ(d, "a<|x|> bc<u>");
+    free(d);
+    char buf[8];
+    CHECK_EQ_INT(tokenizer_piece(t, 10, 0, buf, 8), 1); /* byte 0x0A */
+    CHECK_EQ_INT(buf[0], '\n');
+    CHECK_EQ_INT(tokenizer_piece(t, ctl, 0, buf, 8), 0);
+    CHECK_EQ_INT(tokenizer_piece(t, -1, 1, buf, 8), 0);
+    tokenizer_free(t);
+
+    /* errors */
+    tok_spec e = spec_of(&v, "gpt2", "no-such-pre");
+    CHECK_EQ_INT(tokenizer_build(&e, &t, &err), KB_EINPUT);
+    CHECK(strstr(err.msg, "no-such-pre") && strstr(err.msg, "llama-bpe") && strstr(err.msg, "test.gguf"));
+    e = spec_of(&v, "bert", "gpt2");
+    CHECK_EQ_INT(tokenizer_build(&e, &t, &err), KB_EINPUT);
+    CHECK(strstr(err.msg, "bert") != NULL);
+    e = spec_of(&v, "gpt2", "gpt2");
+    e.n_merges = 0;
+    CHECK_EQ_INT(tokenizer_build(&e, &t, &err), KB_EINPUT);
+    CHECK(strstr(err.msg, "tokenizer.ggml.merges") != NULL);
+    e = spec_of(&v, "gpt2", "gpt2");
+    e.bos = v.n;
+    CHECK_EQ_INT(tokenizer_build(&e, &t, &err), KB_EINPUT);
+    CHECK(strstr(err.msg, "bos_token_id") != NULL);
+    e = spec_of(&v, "gpt2", "llama-bpe"); /* llama3 wants BOS by default but has none */
+    CHECK_EQ_INT(tokenizer_build(&e, &t, &err), KB_EINPUT);
+    /* missing pre: default with a warning */
+    e = spec_of(&v, "gpt2", NULL);
+    CHECK_EQ_INT(tokenizer_build(&e, &t, &err), 0);
+    if (t) CHECK_STREQ(tokenizer_pre_name(t), "default");
+    tokenizer_free(t);
+}
+
+static void test_spm(void) {
+    /* SentencePiece: ▁ = U+2581. Scores pick the merge: "▁a" (-1) beats
+     * "ab" (-2), so "ab" -> ▁ a b -> ▁a b; then "▁ab" (-3) merges ▁a + b.
+     * "abb" -> ▁ab b ("bb" is no token). Without the space prefix "ab" is
+     * the token ab. 'é' is not in the vocab -> bytes <0xC3> <0xA9>. */
+    static vocab v;
+    memset(&v, 0, sizeof v);
+    int unk = add(&v, "<unk>", TT_UNKNOWN, 0);
+    int bos = add(&v, "<s>", TT_CONTROL, 0);
+    int eos = add(&v, "</s>", TT_CONTROL, 0);
+    static char hex[256][8];
+    for (int b = 0; b < 256; b++) {
+        sprintf(hex[b], "<0x%02X>", b);
+        add(&v, hex[b], TT_BYTE, 0);
+    }
+    int sp = add(&v, "\xe2\x96\x81", TT_NORMAL, -10);
+    int a = add(&v, "a", TT_NORMAL, -11), b = add(&v, "b", TT_NORMAL, -12);
+    int sa = add(&v, "\xe2\x96\x81" "a", TT_NORMAL, -1);
+    int ab = add(&v, "ab", TT_NORMAL, -2);
+    int sab = add(&v, "\xe2\x96\x81" "ab", TT_NORMAL, -3);
+    (void)a;
+    tok_spec s = spec_of(&v, "llama", NULL);
+    kb_tokenizer *t;
+    kb_err err = {0};
+    CHECK_EQ_INT(tokenizer_build(&s, &t, &err), 0);
+    if (!t) return;
+    CHECK_EQ_INT(tokenizer_bos(t), bos); /* llama.cpp's SPM defaults: 1, 2, 0 */
+    CHECK_EQ_INT(tokenizer_eos(t), eos);
+    CHECK_EQ_INT(tokenizer_add_bos(t), 1);
+    char want[128];
+    sprintf(want, "%d %d", bos, sab);
+    CHECK_STREQ(enc(t, "ab", 1, 1), want);
+    sprintf(want, "%d %d", sab, b);
+    CHECK_STREQ(enc(t, "abb", 1, 0), want);
+    sprintf(want, "%d %d %d %d", sa, sp, 3 + 0xC3, 3 + 0xA9);
+    CHECK_STREQ(enc(t, "a \xc3\xa9", 1, 0), want);
+    /* BOS in the text is not doubled; a space is prefixed after a special */
+    sprintf(want, "%d %d %d", bos, sa, eos);
+    CHECK_STREQ(enc(t, "<s>a</s>", 1, 1), want);
+    sprintf(want, "%d %d %d", sab, eos, sa);
+    CHECK_STREQ(enc(t, "ab</s>a", 1, 0), want);
+    /* continuation: no prefix at the start */
+    int32_t *ids;
+    int n;
+    tokenizer_encode_cont(t, "ab", 2, &ids, &n, &err);
+    CHECK_EQ_INT(n, 1);
+    if (n == 1) CHECK_EQ_INT(ids[0], ab);
+    free(ids);
+    /* decode: the dummy prefix is dropped after BOS; bytes join */
+    int32_t d1[] = {bos, sab, sp, 3 + 0xC3, 3 + 0xA9};
+    char *d = tokenizer_decode(t, d1, 5, 0);
+    CHECK_STREQ(d, "ab \xc3\xa9");
+    free(d);
+    (void)unk;
+    CHECK(tokenizer_is_eog(t, eos));
+    CHECK(!tokenizer_is_eog(t, bos));
+    CHECK_EQ_INT(tokenizer_chat_format(t), KB_CHAT_VICUNA); /* SPM without template */
+    tokenizer_free(t);
+}
+
+static void test_chat(void) {
+    char *s = chat_first_turn(KB_CHAT_CHATML, NULL, "hi");
+    CHECK_STREQ(s, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+                   "Face<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+    free(s);
+    s = chat_first_turn(KB_CHAT_CHATML_NOSYS, NULL, "hi");
+    CHECK_STREQ(s, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+    free(s);
+    s = chat_next_turn(KB_CHAT_MISTRAL, "ok", "more");
+    CHECK_STREQ(s, "ok</s>[INST] more [/INST]");
+    free(s);
+    s = chat_first_turn(KB_CHAT_MISTRAL, NULL, "hi");
+    CHECK_STREQ(s, "<s>[INST] hi [/INST]");
+    free(s);
+    s = chat_first_turn(KB_CHAT_LLAMA3, NULL, "  hi \n");
+    CHECK_STREQ(s, "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"
+                   "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    free(s);
+    s = chat_first_turn(KB_CHAT_VICUNA, NULL, "hi");
+    CHECK_STREQ(s, "A chat between a curious user and an artificial intelligence assistant. The "
+                   "assistant gives helpful, detailed, and polite answers to the user's questions. "
+                   "USER: hi ASSISTANT:");
+    free(s);
+    kb_chat_format f;
+    CHECK_EQ_INT(chat_format_parse("llama3", &f), 0);
+    CHECK_EQ_INT(f, KB_CHAT_LLAMA3);
+    CHECK_EQ_INT(chat_format_parse("jinja", &f), KB_EINPUT);
+    CHECK_STREQ(chat_format_name(KB_CHAT_VICUNA), "vicuna");
+    CHECK_EQ_INT(chat_detect("{{ '<|im_start|>' }}", 0), KB_CHAT_CHATML_NOSYS);
+    CHECK_EQ_INT(chat_detect("x<|start_header_id|>y", 0), KB_CHAT_LLAMA3);
+    CHECK_EQ_INT(chat_detect("'[INST] ' + m", 1), KB_CHAT_MISTRAL);
+    CHECK_EQ_INT(chat_detect(NULL, 0), KB_CHAT_RAW);
+}
+
+int main(void) {
+    test_unicode();
+    test_utf8();
+    test_bytes_to_unicode();
+    test_pretokenizers();
+    test_bpe();
+    test_spm();
+    test_chat();
+    return check_summary("tokenizer");
+}
