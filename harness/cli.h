@@ -12,6 +12,7 @@ int cmd_score(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
+int cmd_prompts(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 
 /* Shared helpers for the subcommands (harness/cli.c). */

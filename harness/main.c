@@ -23,6 +23,7 @@ static const subcommand subcommands[] = {
     {"bench", cmd_bench, "measure engine and method speed, memory and traffic"},
     {"plot", cmd_plot, "draw a run's figures with gnuplot"},
     {"merge", cmd_merge, "join the shards of a sweep into one run"},
+    {"prompts", cmd_prompts, "write the samples a config's tasks generate, as JSONL"},
     {"tokenize", cmd_tokenize, "print token ids of text (or --decode ids) with a model's tokenizer"},
 };
 
