@@ -470,13 +470,23 @@ static void bpe_piece(const kb_tokenizer *t, bpe_work *w, const uint8_t *s, size
         w->sym_cap = n * 2;
         w->sym = KB_REALLOC(w->sym, w->sym_cap * sizeof *w->sym);
     }
+    /* A byte whose character is not in the vocabulary (SmolLM2 lacks a few
+     * control bytes such as 0x04, and bytes never seen in UTF-8 such as
+     * 0xC0) is dropped, and its neighbours may merge: HF tokenizers does
+     * this (llama.cpp drops it too, but lets it block merging). */
+    size_t ns = 0;
     for (size_t k = 0; k < n; k++) {
-        w->sym[k].id = t->byte_tok[s[k]];
-        w->sym[k].prev = (int32_t)k - 1;
-        w->sym[k].next = k + 1 < n ? (int32_t)k + 1 : -1;
+        int32_t id = t->byte_tok[s[k]];
+        if (id < 0) continue;
+        w->sym[ns].id = id;
+        w->sym[ns].prev = (int32_t)ns - 1;
+        w->sym[ns].next = (int32_t)ns + 1;
+        ns++;
     }
+    if (!ns) return;
+    w->sym[ns - 1].next = -1;
     w->heap_n = 0;
-    for (size_t k = 0; k + 1 < n; k++) try_pair(t, w, (int32_t)k, (int32_t)k + 1);
+    for (size_t k = 0; k + 1 < ns; k++) try_pair(t, w, (int32_t)k, (int32_t)k + 1);
     while (w->heap_n) {
         bpe_cand c = heap_pop(w);
         int32_t l = (int32_t)(c.key & 0xffffffffu);
@@ -491,13 +501,7 @@ static void bpe_piece(const kb_tokenizer *t, bpe_work *w, const uint8_t *s, size
         try_pair(t, w, L->prev, l);
         try_pair(t, w, l, L->next);
     }
-    for (int32_t k = 0; k >= 0; k = w->sym[k].next) {
-        int32_t id = w->sym[k].id;
-        if (id >= 0)
-            tok_ids_push(out, id);
-        else if (t->unk >= 0)
-            tok_ids_push(out, t->unk); /* a byte the vocabulary lacks */
-    }
+    for (int32_t k = 0; k >= 0; k = w->sym[k].next) tok_ids_push(out, w->sym[k].id);
 }
 
 void bpe_encode(const kb_tokenizer *t, const char *s, size_t len, tok_ids *out) {

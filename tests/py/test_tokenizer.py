@@ -88,6 +88,16 @@ def test_matches_hf_on_cases(smol, tmp_path):
     assert first_diff(texts, got, want) is None, first_diff(texts, got, want)
 
 
+def test_missing_byte_tokens_dropped_like_hf(smol, tmp_path):
+    info, _ = smol
+    texts = cases.MISSING_BYTES
+    hf = ref.hf_byte_level(info["tokens"], info["merges"], info["types"], "smollm")
+    want = [hf.encode(t, add_special_tokens=False).ids for t in texts]
+    got = encode_all(MODEL, texts, tmp_path)
+    assert first_diff(texts, got, want) is None, first_diff(texts, got, want)
+    assert 0 not in sum(got, [])  # never UNK (= <|endoftext|>, a stop token)
+
+
 def test_no_special_matches_hf_without_added_tokens(smol, tmp_path):
     info, specials = smol
     texts = cases.special_cases(specials) + ["<|im_start|>user\nhi<|im_end|>"]
