@@ -52,9 +52,11 @@ void kb_matvec_ref(uint32_t type, const void *W, size_t row_bytes, int rows, int
  *     |y_r - yref_r| <= sum_b (dx_b/2) * sum_{j in b} |w_rj|  + f32 rounding,
  * which for Gaussian-like rows is ~1e-3 of |y_r| scale (about
  * 0.5/127 * (mean|x| / max|x|) relative to sum_j |w_rj x_j|); the f32
- * rounding term is ~(cols/8 + 32) * 2^-24 * sum_j |w_rj x_j|. Other types
- * (F32, F16, BF16, Q4_K, Q6_K) use exact dequantised weights and only carry
- * the f32 rounding term. tests/unit/test_quant.c checks both bounds. */
+ * rounding term is ~(cols/8 + 32) * 2^-24 * sum_j |w_rj x_j|. Q4_K and Q6_K
+ * quantise x the same way but per block of 256 (like llama.cpp's Q8_K), so
+ * the same bound holds with b running over blocks of 256 (a little coarser).
+ * F32, F16 and BF16 use the exact weights and only carry the f32 rounding
+ * term. tests/unit/test_quant.c checks these bounds. */
 void kb_matvec(uint32_t type, const void *W, size_t row_bytes, int rows, int cols,
                const float *x, float *y);
 

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -90,6 +91,17 @@ static int cur_str(cursor *c, gguf_str *s, const char *what) {
     return 0;
 }
 
+/* Appends to an error message (context found while unwinding). */
+static void err_append(kb_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void err_append(kb_err *e, const char *fmt, ...) {
+    if (!e) return;
+    size_t n = strnlen(e->msg, sizeof e->msg);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg + n, sizeof e->msg - n, fmt, ap);
+    va_end(ap);
+}
+
 /* ------------------------------------------------------------- value types */
 
 static const struct {
@@ -154,7 +166,10 @@ static int skip_value(cursor *c, uint32_t t, int depth) {
         return 0;
     }
     for (uint64_t i = 0; i < n; i++)
-        if ((rc = skip_value(c, et, depth + 1))) return rc;
+        if ((rc = skip_value(c, et, depth + 1))) {
+            err_append(c->err, " (in array element %" PRIu64 " of %" PRIu64 ")", i, n);
+            return rc;
+        }
     return 0;
 }
 
@@ -356,7 +371,8 @@ static int gguf_parse(gguf_file *f, kb_err *err) {
                        f->path, f->version);
     if ((rc = cur_u64(&c, &f->n_tensors, "tensor count"))) return rc;
     if ((rc = cur_u64(&c, &f->n_kv, "metadata key count"))) return rc;
-    /* Every entry takes some bytes: refuse counts the file cannot hold before allocating. */
+    /* Every entry takes some bytes: refuse counts the file cannot hold before
+     * allocating (and counts past the u32 indices of the hash tables). */
     if (f->n_kv > cur_left(&c) / GGUF_MIN_KV_BYTES)
         return kb_fail(err, KB_EINPUT,
                        "%s: metadata key count %" PRIu64 " cannot fit in a file of %zu bytes "
@@ -367,6 +383,10 @@ static int gguf_parse(gguf_file *f, kb_err *err) {
                        "%s: tensor count %" PRIu64 " cannot fit in a file of %zu bytes "
                        "(expected at most %zu)", f->path, f->n_tensors, f->size,
                        cur_left(&c) / GGUF_MIN_TENSOR_BYTES);
+    if (f->n_kv >= (1ull << 31) || f->n_tensors >= (1ull << 31))
+        return kb_fail(err, KB_EINPUT,
+                       "%s: %" PRIu64 " tensors and %" PRIu64 " metadata keys (expected fewer "
+                       "than 2^31 of each)", f->path, f->n_tensors, f->n_kv);
 
     f->kv = KB_CALLOC((size_t)KB_MAX(f->n_kv, 1), sizeof *f->kv);
     for (uint64_t i = 0; i < f->n_kv; i++)

@@ -12,9 +12,10 @@
  * with the integer sum done by u8 x i8 multiply-adds (AVX-512 VNNI dpbusd
  * where available, else AVX2 maddubs+madd, else plain C). Q4_0 and Q5_0 are
  * written as unsigned nibbles with mw = -8*dw / -16*dw. Q8_0 uses the sign
- * trick (|w| times x with w's sign). The error this adds is documented in
- * quant.h. Other types (F32, F16, BF16, Q4_K, Q6_K) dequantise a block at a
- * time and dot in f32: exact up to f32 summation order.
+ * trick (|w| times x with w's sign). Q4_K and Q6_K do the same with x
+ * quantised per 256 (plus sums per 16 for the mins/offsets, like llama.cpp's
+ * Q8_K). The error this adds is documented in quant.h. F32, F16 and BF16
+ * dequantise a chunk at a time and dot in f32: exact up to summation order.
  *
  * Threads: OpenMP, rows split into one contiguous range per thread (multiples
  * of 16 rows, so two threads never write the same 64-byte line of y); small
@@ -28,6 +29,14 @@
 #include <omp.h>
 
 #include "kernels/quant.h"
+
+/* Software prefetch distance in bytes of weights. Without it a thread's
+ * integer work and its memory stalls add up instead of overlapping (measured
+ * here: 1536x576 Q4_1 from DRAM, 2 threads, 11 GB/s without, 19-20 GB/s with
+ * 2-4 KiB; the hardware prefetcher alone does not run far enough ahead). */
+#ifndef PF_DIST
+#define PF_DIST 4096
+#endif
 
 static inline uint16_t rd_u16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 static inline uint32_t rd_u32(const uint8_t *p) {
@@ -237,13 +246,6 @@ static inline float hsum_ps(__m256 v) {
  * weights (or |w| for Q8_0, with QX(i) carrying w's sign). The dw*dx part
  * scales the integer dot's 8 lanes into acc; the min part accumulates in
  * lane 1 of sacc. Two independent chains of each hide the add latency. */
-/* Software prefetch distance in bytes of weights. Without it a thread's
- * integer work and its memory stalls add up instead of overlapping (measured
- * here: 1536x576 Q4_1 from DRAM, 2 threads, 11 GB/s without, 19-20 GB/s with
- * 2-4 KiB; the hardware prefetcher alone does not run far enough ahead). */
-#ifndef PF_DIST
-#define PF_DIST 4096
-#endif
 #define ROW_LOOP(BLOCK)                                                            \
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                 \
     __m128 sacc0 = _mm_setzero_ps(), sacc1 = _mm_setzero_ps();                     \
@@ -396,6 +398,168 @@ static float row_q8_0(const uint8_t *w, const xq8 *x) {
 }
 #endif
 
+/* ======================================== K-quants: Q8_K-like activations */
+
+/* x quantised per super-block of 256: x[256b + j] ~ d[b] * q[256b + j], with
+ * the sums of q over each 16 elements (the Q6_K sub-block; pairs of them are
+ * Q4_K's 32-element sub-blocks), so the weight offsets/mins cost one integer
+ * multiply-add per sub-block instead of one per element. */
+typedef struct xq8k {
+    int nb;          /* super-blocks (cols / 256) */
+    float *d;        /* [nb] max|x|/127 over the 256 (0 if all zero) */
+    int16_t *bsums;  /* [nb][16] sum of q over elements 16i..16i+15 */
+    int8_t *q;       /* [nb * 256], 32-byte aligned */
+} xq8k;
+
+static void xq8k_quantise(const float *x, int cols, xq8k *out) {
+    for (int b = 0; b < cols / 256; b++) {
+        const float *xb = x + 256 * b;
+        float amax = 0.0f;
+        for (int j = 0; j < 256; j++) amax = fmaxf(amax, fabsf(xb[j]));
+        float d = amax / 127.0f;
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        int8_t *q = out->q + 256 * b;
+        for (int j = 0; j < 256; j++) q[j] = (int8_t)nearbyintf(xb[j] * id);
+        for (int i = 0; i < 16; i++) {
+            int s = 0;
+            for (int j = 0; j < 16; j++) s += q[16 * i + j];
+            out->bsums[16 * b + i] = (int16_t)s;
+        }
+        out->d[b] = d;
+    }
+}
+
+/* Q4_K's 8 six-bit scales and mins from the 12 packed bytes (layout of
+ * spec engine.md §5, done four bytes at a time). */
+static inline void q4k_unpack(const uint8_t *s12, uint8_t sc[8], uint8_t mn[8]) {
+    uint32_t w0 = rd_u32(s12), w1 = rd_u32(s12 + 4), w2 = rd_u32(s12 + 8);
+    uint32_t sc_lo = w0 & 0x3f3f3f3fu, mn_lo = w1 & 0x3f3f3f3fu;
+    uint32_t sc_hi = (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u);
+    uint32_t mn_hi = ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u);
+    memcpy(sc, &sc_lo, 4);
+    memcpy(sc + 4, &sc_hi, 4);
+    memcpy(mn, &mn_lo, 4);
+    memcpy(mn + 4, &mn_hi, 4);
+}
+
+/* Q4_K row: per super-block d*dx*sum_k sc_k*sum(q*qx) - dmin*dx*sum_k mn_k*sum(qx). */
+static float row_q4_k(const uint8_t *w, const xq8k *x) {
+#ifdef __AVX2__
+    __m256 acc = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(15);
+    float summ = 0.0f;
+#else
+    float acc = 0.0f;
+#endif
+    for (int b = 0; b < x->nb; b++) {
+        const uint8_t *blk = w + (size_t)b * 144, *qs = blk + 16;
+        const int8_t *qx = x->q + 256 * b;
+        const int16_t *bs = x->bsums + 16 * b;
+        uint8_t sc[8], mn[8];
+        q4k_unpack(blk + 4, sc, mn);
+        int msum = 0;
+        for (int k = 0; k < 8; k++) msum += mn[k] * (bs[2 * k] + bs[2 * k + 1]);
+        float dmin_term = f16(blk + 2) * x->d[b] * (float)msum;
+#ifdef __AVX2__
+        summ += dmin_term;
+        _mm_prefetch((const char *)blk + PF_DIST, _MM_HINT_T0);
+        _mm_prefetch((const char *)blk + PF_DIST + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)blk + PF_DIST + 128, _MM_HINT_T0);
+        __m256i isum = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * c));
+            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            __m256i plo = _mm256_maddubs_epi16(lo, _mm256_load_si256((const __m256i *)(const void *)(qx + 64 * c)));
+            __m256i phi = _mm256_maddubs_epi16(hi, _mm256_load_si256((const __m256i *)(const void *)(qx + 64 * c + 32)));
+            plo = _mm256_madd_epi16(plo, _mm256_set1_epi16(sc[2 * c]));
+            phi = _mm256_madd_epi16(phi, _mm256_set1_epi16(sc[2 * c + 1]));
+            isum = _mm256_add_epi32(isum, _mm256_add_epi32(plo, phi));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(blk) * x->d[b]), _mm256_cvtepi32_ps(isum), acc);
+#else
+        int isum = 0;
+        for (int c = 0; c < 4; c++) {
+            int slo = 0, shi = 0;
+            for (int l = 0; l < 32; l++) {
+                slo += (qs[32 * c + l] & 15) * qx[64 * c + l];
+                shi += (qs[32 * c + l] >> 4) * qx[64 * c + 32 + l];
+            }
+            isum += sc[2 * c] * slo + sc[2 * c + 1] * shi;
+        }
+        acc += f16(blk) * x->d[b] * (float)isum - dmin_term;
+#endif
+    }
+#ifdef __AVX2__
+    return hsum_ps(acc) - summ;
+#else
+    return acc;
+#endif
+}
+
+/* Q6_K row: per super-block d*dx*sum_s sc_s*(sum(q*qx) - 32*sum(qx)) over
+ * the 16 sub-blocks s of 16 elements, q = 6-bit unsigned. */
+static float row_q6_k(const uint8_t *w, const xq8k *x) {
+#ifdef __AVX2__
+    __m256 acc = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
+#else
+    float acc = 0.0f;
+#endif
+    for (int b = 0; b < x->nb; b++) {
+        const uint8_t *blk = w + (size_t)b * 210, *ql = blk, *qh = blk + 128;
+        const int8_t *sc = (const int8_t *)(blk + 192);
+        const int8_t *qx = x->q + 256 * b;
+        const int16_t *bs = x->bsums + 16 * b;
+        int off = 0;
+        for (int i = 0; i < 16; i++) off += sc[i] * bs[i];
+        int isum_s = -32 * off;
+#ifdef __AVX2__
+        _mm_prefetch((const char *)blk + PF_DIST, _MM_HINT_T0);
+        _mm_prefetch((const char *)blk + PF_DIST + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)blk + PF_DIST + 128, _MM_HINT_T0);
+        _mm_prefetch((const char *)blk + PF_DIST + 192, _MM_HINT_T0);
+        __m256i isum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 64 * h));
+            __m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 64 * h + 32));
+            __m256i hb = _mm256_loadu_si256((const __m256i *)(const void *)(qh + 32 * h));
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
+            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4));
+            for (int g = 0; g < 4; g++) {
+                const int8_t *xg = qx + 128 * h + 32 * g;
+                __m256i p = _mm256_maddubs_epi16(q[g], _mm256_load_si256((const __m256i *)(const void *)xg));
+                /* elements 0..15 (low lane) use sub-block 8h+2g, 16..31 the next */
+                __m256i s16 = _mm256_set_m128i(_mm_set1_epi16(sc[8 * h + 2 * g + 1]),
+                                               _mm_set1_epi16(sc[8 * h + 2 * g]));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, s16));
+            }
+        }
+        __m256 v = _mm256_cvtepi32_ps(_mm256_add_epi32(isum, _mm256_setr_epi32(isum_s, 0, 0, 0, 0, 0, 0, 0)));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(blk + 208) * x->d[b]), v, acc);
+#else
+        int isum = isum_s;
+        for (int e = 0; e < 256; e++) {
+            int h = e / 128, g = (e % 128) / 32, l = e % 32;
+            uint8_t lo = ql[64 * h + l + 32 * (g & 1)];
+            int q = (g < 2 ? lo & 15 : lo >> 4) | ((qh[32 * h + l] >> (2 * g)) & 3) << 4;
+            isum += sc[e / 16] * q * qx[e];
+        }
+        acc += f16(blk + 208) * x->d[b] * (float)isum;
+#endif
+    }
+#ifdef __AVX2__
+    return hsum_ps(acc);
+#else
+    return acc;
+#endif
+}
+
 /* f32 dot of n floats (n a multiple of 8 on the AVX2 path, any n otherwise). */
 static inline float dot_f32(const float *a, const float *b, int n) {
 #ifdef __AVX2__
@@ -471,6 +635,17 @@ void kb_matvec(uint32_t type, const void *W, size_t row_bytes, int rows, int col
         xq.ds = (float *)(void *)((uint8_t *)xbuf + (size_t)nb * 32);
         xq8_quantise(x, cols, min_mult_for(type), &xq);
     }
+    xq8k xk = {0};
+    int kq = type == GGML_Q4_K || type == GGML_Q6_K;
+    if (kq) {
+        int nb = cols / 256;
+        xbuf = KB_AMALLOC((size_t)nb * (256 + sizeof(float) + 16 * sizeof(int16_t)) + 64);
+        xk.nb = nb;
+        xk.q = xbuf;
+        xk.d = (float *)(void *)((uint8_t *)xbuf + (size_t)nb * 256);
+        xk.bsums = (int16_t *)(void *)(xk.d + nb);
+        xq8k_quantise(x, cols, &xk);
+    }
     size_t total = (size_t)rows * row_bytes;
     int nthr = total >= MATVEC_PAR_BYTES ? omp_get_max_threads() : 1;
 #pragma omp parallel num_threads(nthr) if (nthr > 1)
@@ -482,6 +657,9 @@ void kb_matvec(uint32_t type, const void *W, size_t row_bytes, int rows, int col
         if (r1 > rows) r1 = rows;
         if (row) {
             for (int r = r0; r < r1; r++) y[r] = row(w + (size_t)r * row_bytes, &xq);
+        } else if (kq) {
+            float (*rowk)(const uint8_t *, const xq8k *) = type == GGML_Q4_K ? row_q4_k : row_q6_k;
+            for (int r = r0; r < r1; r++) y[r] = rowk(w + (size_t)r * row_bytes, &xk);
         } else {
             for (int r = r0; r < r1; r++) y[r] = row_generic(type, w + (size_t)r * row_bytes, cols, x);
         }

@@ -225,13 +225,18 @@ static void test_dequant(uint32_t type) {
     free(fast);
 }
 
-static int uses_q8_activations(uint32_t type) {
-    return type == GGML_Q4_0 || type == GGML_Q4_1 || type == GGML_Q5_0 || type == GGML_Q5_1 ||
-           type == GGML_Q8_0;
+/* Block length over which kb_matvec quantises x to 8 bits (0: x stays f32). */
+static int act_block(uint32_t type) {
+    switch (type) {
+    case GGML_Q4_0: case GGML_Q4_1: case GGML_Q5_0: case GGML_Q5_1: case GGML_Q8_0: return 32;
+    case GGML_Q4_K: case GGML_Q6_K: return 256;
+    default: return 0;
+    }
 }
 
 /* Fast matvec within the bound of quant.h:
- *   |y - yref| <= 1.0001 * sum_b (max|x_b|/127/2) sum_{j in b} |w_j|    (Q8 activation types)
+ *   |y - yref| <= 1.0001 * sum_b (max|x_b|/127/2) sum_{j in b} |w_j|    (8-bit activation types;
+ *                                                 blocks b of 32, or 256 for the K-quants)
  *              + (cols/8 + 32) * 2^-24 * 2 * sum_j |w_j x_j|           (f32 summation, 2x margin)
  * The first term is the worst case of rounding x to 8 bits per block of 32;
  * the second covers f32 accumulation in 8 lanes plus block scales' rounding. */
@@ -256,16 +261,17 @@ static void test_matvec(uint32_t type, int rows, int cols) {
     for (int r = 0; r < rows; r++) {
         kb_dequant_ref(type, W + (size_t)r * rb, wrow, cols);
         double act = 0, sum_abs = 0;
-        for (int b = 0; b < cols / 32; b++) {
+        int ab = act_block(type) ? act_block(type) : 32;
+        for (int b = 0; b < cols / ab; b++) {
             double amax = 0, wabs = 0;
-            for (int j = 32 * b; j < 32 * b + 32; j++) {
+            for (int j = ab * b; j < ab * b + ab; j++) {
                 amax = fmax(amax, fabs(x[j]));
                 wabs += fabs(wrow[j]);
             }
             act += amax / 127 / 2 * wabs;
         }
         for (int c = 0; c < cols; c++) sum_abs += fabs((double)wrow[c] * x[c]);
-        double tol = (uses_q8_activations(type) ? 1.0001 * act : 0) +
+        double tol = (act_block(type) ? 1.0001 * act : 0) +
                      (cols / 8.0 + 32) * ldexp(2 * sum_abs, -24) + 1e-30;
         double err = fabs((double)y[r] - yr[r]);
         if (err / tol > worst) worst = err / tol;
@@ -290,7 +296,7 @@ static void test_matvec(uint32_t type, int rows, int cols) {
  * llama.cpp's Q8_0/Q8_1 activations give); fail above 5e-3, which would mean
  * x is quantised more coarsely than 8 bits per block of 32. */
 static void test_matvec_typical_error(uint32_t type) {
-    int rows = 64, cols = 576;
+    int rows = 64, cols = act_block(type) == 256 ? 512 : 576;
     size_t rb = kb_row_bytes(type, cols);
     uint8_t *W = malloc(rb * (size_t)rows);
     float *x = malloc((size_t)cols * 4), *y = malloc((size_t)rows * 4), *yr = malloc((size_t)rows * 4),
@@ -331,7 +337,7 @@ int main(void) {
             /* 1-element blocks: odd lengths too */
             if (kb_qtype_info(type)->blck == 1) test_matvec(type, 5, 37);
         }
-        if (uses_q8_activations(type)) test_matvec_typical_error(type);
+        if (act_block(type)) test_matvec_typical_error(type);
     }
     return check_summary(TEST_NAME);
 }
