@@ -14,6 +14,17 @@
 #include "kernels/cpu/simd.h"
 #include "kernels/select.h"
 
+/* exp of x[0..n) with every element on the vector path of simd_exp_inplace,
+ * whatever its position: its scalar tail rounds differently (no FMA), which
+ * would give equal scores different weights and break the "ties to the lower
+ * index" rule for duplicated keys. x must have room for pad16(n) floats. */
+static inline int pad16(int n) { return (n + 15) & ~15; }
+static void exp_uniform(float *x, int n) {
+    int m = pad16(n);
+    for (int i = n; i < m; i++) x[i] = -INFINITY;
+    simd_exp_inplace(x, m);
+}
+
 /* ---- deterministic top-k ---- */
 
 static inline int before(const float *x, int32_t a, int32_t b) {
@@ -129,20 +140,21 @@ void kb_cpu_attn_gather(const float *q, int G, const kb_kvstream *s, const int32
     int nv = 0;
     for (int t = 0; t < k; t++) nv += idx[t] >= 0;
     if (nv == 0) return;
-    float *sc = KB_MALLOC((size_t)G * nv * sizeof(float));
+    size_t ld = (size_t)pad16(nv);
+    float *sc = KB_MALLOC((size_t)G * ld * sizeof(float));
     float *row = KB_MALLOC((size_t)D * sizeof(float));
     int c = 0;
     for (int t = 0; t < k; t++) {
         if (idx[t] < 0) continue;
         simd_cvt_row(s->dtype, kvstream_krow(s, idx[t]), row, D);
-        for (int g = 0; g < G; g++) sc[(size_t)g * nv + c] = simd_dot(q + (size_t)g * D, row, D) * scale;
+        for (int g = 0; g < G; g++) sc[(size_t)g * ld + c] = simd_dot(q + (size_t)g * D, row, D) * scale;
         c++;
     }
     for (int g = 0; g < G; g++) {
-        float *x = sc + (size_t)g * nv, mx = -INFINITY, sum = 0;
+        float *x = sc + (size_t)g * ld, mx = -INFINITY, sum = 0;
         for (int j = 0; j < nv; j++) mx = x[j] > mx ? x[j] : mx;
         for (int j = 0; j < nv; j++) x[j] -= mx;
-        simd_exp_inplace(x, nv);
+        exp_uniform(x, nv);
         for (int j = 0; j < nv; j++) sum += x[j];
         float inv = 1.0f / sum;
         for (int j = 0; j < nv; j++) x[j] *= inv;
@@ -151,7 +163,7 @@ void kb_cpu_attn_gather(const float *q, int G, const kb_kvstream *s, const int32
     for (int t = 0; t < k; t++) {
         if (idx[t] < 0) continue;
         simd_cvt_row(s->dtype, kvstream_vrow(s, idx[t]), row, D);
-        for (int g = 0; g < G; g++) simd_axpy(out + (size_t)g * D, sc[(size_t)g * nv + c], row, D);
+        for (int g = 0; g < G; g++) simd_axpy(out + (size_t)g * D, sc[(size_t)g * ld + c], row, D);
         c++;
     }
     free(sc);
@@ -168,7 +180,8 @@ void kb_cpu_snapkv_scores(const float *Q, int nq, int ldq, int G, const int32_t 
     int D = s->D, R = nq * G;
     for (int g = 0; g < G; g++) memset(out + (size_t)g * ldo, 0, (size_t)n_prefix * sizeof(float));
     if (n <= 0 || R <= 0) return;
-    float *lg = KB_MALLOC((size_t)SK_ROWS * n * sizeof(float));
+    size_t ld = (size_t)pad16(n);
+    float *lg = KB_MALLOC((size_t)SK_ROWS * ld * sizeof(float));
     float *row = KB_MALLOC((size_t)D * sizeof(float));
     for (int r0 = 0; r0 < R; r0 += SK_ROWS) {
         int nr = KB_MIN(SK_ROWS, R - r0);
@@ -176,18 +189,18 @@ void kb_cpu_snapkv_scores(const float *Q, int nq, int ldq, int G, const int32_t 
             simd_cvt_row(s->dtype, kvstream_krow(s, j), row, D);
             for (int t = 0; t < nr; t++) {
                 int i = (r0 + t) / G, g = (r0 + t) % G;
-                lg[(size_t)t * n + j] = s->pos[j] <= qpos[i]
+                lg[(size_t)t * ld + j] = s->pos[j] <= qpos[i]
                                             ? simd_dot(Q + (size_t)i * ldq + (size_t)g * D, row, D) * scale
                                             : -INFINITY;
             }
         }
         for (int t = 0; t < nr; t++) {
             int g = (r0 + t) % G;
-            float *x = lg + (size_t)t * n, mx = -INFINITY;
+            float *x = lg + (size_t)t * ld, mx = -INFINITY;
             for (int j = 0; j < n; j++) mx = x[j] > mx ? x[j] : mx;
             if (mx == -INFINITY) continue; /* the row sees nothing */
             for (int j = 0; j < n; j++) x[j] -= mx; /* -inf stays -inf -> exp 0 */
-            simd_exp_inplace(x, n);
+            exp_uniform(x, n);
             float sum = 0;
             for (int j = 0; j < n; j++) sum += x[j];
             float inv = 1.0f / sum, *o = out + (size_t)g * ldo;
@@ -290,7 +303,8 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const float *kmax
     float *qI = KB_MALLOC((size_t)G * r * sizeof(float));
     for (int g = 0; g < G; g++)
         for (int t = 0; t < r; t++) qI[(size_t)g * r + t] = q[(size_t)g * D + dims[t]];
-    float *sc = KB_MALLOC((size_t)G * np * sizeof(float));
+    size_t ld = (size_t)pad16(np);
+    float *sc = KB_MALLOC((size_t)G * ld * sizeof(float));
     float *vals = KB_MALLOC((size_t)r * sizeof(float));
     float *row = p == 1 ? KB_MALLOC((size_t)D * sizeof(float)) : NULL;
     for (int P = 0; P < np; P++) {
@@ -301,20 +315,20 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const float *kmax
             const float *mx = kmax + (size_t)P * D, *mn = kmin + (size_t)P * D;
             for (int t = 0; t < r; t++) vals[t] = pos[dims[t]] ? mx[dims[t]] : mn[dims[t]];
         }
-        for (int g = 0; g < G; g++) sc[(size_t)g * np + P] = simd_dot(qI + (size_t)g * r, vals, r);
+        for (int g = 0; g < G; g++) sc[(size_t)g * ld + P] = simd_dot(qI + (size_t)g * r, vals, r);
     }
     /* softmax over slots, computed per page: page P holds cnt_P equal slots */
     int last_cnt = n - (np - 1) * p;
     for (int P = 0; P < np; P++) page_score[P] = 0;
     for (int g = 0; g < G; g++) {
         float tau = kb_hybrid_temperature(q + (size_t)g * D, D, dims, r);
-        float *x = sc + (size_t)g * np, mx = -INFINITY;
+        float *x = sc + (size_t)g * ld, mx = -INFINITY;
         for (int P = 0; P < np; P++) {
             x[P] /= tau;
             mx = x[P] > mx ? x[P] : mx;
         }
         for (int P = 0; P < np; P++) x[P] -= mx;
-        simd_exp_inplace(x, np);
+        exp_uniform(x, np);
         double sum = 0;
         for (int P = 0; P < np; P++) sum += (double)x[P] * (P == np - 1 ? last_cnt : p);
         float inv = (float)(1.0 / sum);
