@@ -97,7 +97,7 @@ static int list_files(const char *dir, const char *suffix, char ***out, int *n, 
         v[cnt++] = kb_strdup(path);
     }
     closedir(d);
-    qsort(v, (size_t)cnt, sizeof *v, cmp_str);
+    if (cnt) qsort(v, (size_t)cnt, sizeof *v, cmp_str);
     *out = v;
     *n = cnt;
     return 0;

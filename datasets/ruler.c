@@ -116,7 +116,7 @@ static qa_item *push_qa(qa_data *q, int *cap) {
 }
 
 static void dedup_docs(qa_data *q, char **all, int n) {
-    qsort(all, (size_t)n, sizeof *all, cmp_str);
+    if (n) qsort(all, (size_t)n, sizeof *all, cmp_str);
     q->docs = KB_MALLOC(((size_t)n + 1) * sizeof *q->docs);
     for (int i = 0; i < n; i++) {
         if (q->n_docs && !strcmp(q->docs[q->n_docs - 1], all[i])) continue;

@@ -195,27 +195,35 @@ static int sc_budget(sc_ctx *c, kb_sample *s, char **context_io, sc_turn *tu, in
     size_t lo = 0, hi = strlen(orig);
     while (hi - lo > 64) {
         size_t mid = (lo + hi) / 2;
-        char *cut = middle_cut(orig, mid);
+        char *cut = middle_cut(orig, mid), *ctx = NULL;
+        tpl_var cv[] = {{"context", cut}};
+        int rc = W(c, "context", cv, 1, &ctx, err);
+        free(cut);
+        if (rc) return rc;
         kb_sample t;
         memset(&t, 0, sizeof t);
         t.chat = 1;
         kb_turn k;
         memset(&k, 0, sizeof k);
         sbuf u = {0};
-        sb_put(&u, cut);
+        sb_put(&u, ctx);
         sb_put(&u, c->sep);
         sb_put(&u, tu[0].query);
+        free(ctx);
         k.user = u.s;
         t.turns = &k;
         t.n_turns = 1;
         int n = ds_count(c->env, &t);
         sb_free(&u);
-        free(cut);
         if (n >= 0 && n <= limit)
             lo = mid;
         else
             hi = mid;
     }
+    if (lo == 0)
+        return kb_fail(err, KB_EINPUT,
+                       "%s: max_len %ld is too small for the question and %ld new tokens", s->id,
+                       max_len, mx);
     *context_io = middle_cut(orig, lo);
     free(orig);
     *rebuild = 1; /* build again with the cut context */

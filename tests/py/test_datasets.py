@@ -1,0 +1,563 @@
+"""Datasets end to end through `kvbench prompts`: determinism, length fitting,
+needle / answer placement, loaders on official-format fixtures
+(tests/fixtures/, written in our own words) and bad-input handling.
+
+Expected values are computed here independently from the JSONL: needles are
+located with regexes, haystacks rebuilt from the corpus files, chains of
+variables resolved, word frequencies counted, LongBench prompts formatted with
+Python's str.format, token counts recomputed (bytes/4 counter: from the text;
+model tokenizer: HF `tokenizers` built from the GGUF + the model's Jinja chat
+template).
+"""
+import collections
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+FIX = os.path.join(ROOT, "tests", "fixtures")
+HAY = os.path.join(FIX, "haystack")
+BIN = os.environ.get("KVBENCH_BIN", "")
+MODEL = os.environ.get("KVBENCH_MODEL_FILE", "")
+pytestmark = pytest.mark.skipif(not os.path.exists(BIN), reason="KVBENCH_BIN not built")
+
+NEEDLE_RE = re.compile(r"One of the special magic (\w+) for (\S+) is: (\S+)\.")
+
+
+def run(cfg, tmp_path, *args, name="cfg.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(cfg))
+    return subprocess.run([BIN, "prompts", str(path), *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def prompts(cfg, tmp_path, *args):
+    r = run(cfg, tmp_path, "--counter", "bytes4", *args)
+    assert r.returncode == 0, r.stderr
+    return [json.loads(ln) for ln in r.stdout.splitlines()]
+
+
+def bytes4(s):
+    """The bytes4 counter, recomputed from the sample (see cmd_prompts.c)."""
+    t = s["turns"][0]
+    n = len(t["user"].encode()) + len((t["answer_prefix"] or "").encode())
+    if s["chat"]:
+        n += len((s["system"] or "").encode()) + 64
+    return (n + 3) // 4
+
+
+def haystack_words():
+    words = []
+    for f in sorted(os.listdir(HAY)):
+        if f.endswith(".txt"):
+            words += open(os.path.join(HAY, f), encoding="utf-8").read().split()
+    return words
+
+
+def wording(tmp_path, family, **override):
+    w = json.load(open(os.path.join(ROOT, "configs", "prompts", family + ".json")))
+    for k, v in override.items():
+        if isinstance(v, dict):
+            w[k].update(v)
+        else:
+            w[k] = v
+    p = tmp_path / f"{family}_test.json"
+    p.write_text(json.dumps(w))
+    return str(p)
+
+
+SYNTH = [
+    {"task": "needle", "words": [120, 400], "depths": 4, "per_cell": 2},
+    *[{"task": t, "lengths": [768, 1536], "samples": 2} for t in
+      ["niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multikey_2",
+       "niah_multikey_3", "niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe"]],
+    {"task": "qa_1", "file": os.path.join(FIX, "ruler", "squad_dev.json"), "lengths": [400], "samples": 3},
+    {"task": "qa_2", "file": os.path.join(FIX, "ruler", "hotpot_dev.json"), "lengths": [400], "samples": 2},
+    {"task": "scbench_kv_like", "lengths": [1500], "samples": 2, "turns": 3},
+    {"task": "scbench_prefix_suffix_like", "lengths": [1500], "samples": 2, "turns": 2},
+    {"task": "scbench_vt_like", "lengths": [1500], "samples": 2, "turns": 3},
+    {"task": "scbench_mf_like", "lengths": [1200], "samples": 2, "turns": 3, "mode": "multi_request"},
+]
+
+
+def by_task(rows):
+    out = collections.defaultdict(list)
+    for r in rows:
+        out[r["task"]].append(r)
+    return out
+
+
+# ---------------------------------------------------------------- determinism and fit
+
+def test_seed_determinism(tmp_path):
+    cfg = {"seed": 5, "tasks": SYNTH}
+    a = run(cfg, tmp_path, "--counter", "bytes4", "--haystack", HAY)
+    b = run(cfg, tmp_path, "--counter", "bytes4", "--haystack", HAY)
+    c = run(cfg, tmp_path, "--counter", "bytes4", "--haystack", HAY, "--seed", "6")
+    assert a.returncode == 0 and b.returncode == 0 and c.returncode == 0, a.stderr + c.stderr
+    assert a.stdout == b.stdout
+    ta, tc = by_task(map(json.loads, a.stdout.splitlines())), by_task(map(json.loads, c.stdout.splitlines()))
+    assert set(ta) == {t["task"] for t in SYNTH}
+    for task in ta:
+        ua = [t["user"] for s in ta[task] for t in s["turns"]]
+        uc = [t["user"] for s in tc[task] for t in s["turns"]]
+        assert ua != uc, f"{task}: seed 6 gives the same prompts as seed 5"
+
+
+def test_prompts_fit_targets(tmp_path):
+    rows = prompts({"seed": 1, "tasks": SYNTH}, tmp_path, "--haystack", HAY)
+    for s in rows:
+        assert s["prompt_tokens"] == bytes4(s), s["id"]
+        if s["target_tokens"] < 0:
+            continue
+        t = s["turns"]
+        if s["task"].startswith("scbench"):
+            need = (t[0]["max_new"] + 32 if s["multi_request"]
+                    else sum(x["max_new"] for x in t) + 64 * (len(t) - 1))
+        else:
+            need = t[0]["max_new"]
+        total = s["prompt_tokens"] + need
+        assert total <= s["target_tokens"], (s["task"], s["id"], total)
+        if s["task"] not in ("qa_1", "qa_2"):  # the QA fixtures hold only a few documents
+            # the haystack was grown to fill the target (2% slack for the per-sample step)
+            assert total >= 0.9 * s["target_tokens"], (s["task"], s["id"], total)
+
+
+def test_fit_with_model_tokenizer(tmp_path):
+    if not os.path.exists(MODEL):
+        pytest.skip("KVBENCH_MODEL_FILE missing (make model)")
+    jinja2 = pytest.importorskip("jinja2")
+    pytest.importorskip("tokenizers")
+    pytest.importorskip("gguf")
+    import jinja2.sandbox
+    sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
+    import tokenizer_ref
+    meta = tokenizer_ref.read_gguf_tokenizer(MODEL)
+    if meta["model"] != "gpt2":
+        pytest.skip("reference count implemented for byte-level BPE models")
+    hf = tokenizer_ref.hf_byte_level(meta["tokens"], meta["merges"], meta["types"], pre=meta["pre"])
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    tmpl = env.from_string(meta["chat_template"])
+    cfg = [{"task": "needle", "words": [100, 1500], "depths": 2, "per_cell": 1},
+           {"task": "niah_single_2", "lengths": [1024, 2048], "samples": 2},
+           {"task": "vt", "lengths": [1024], "samples": 1},
+           {"task": "cwe", "lengths": [2048], "samples": 1},
+           {"task": "scbench_kv_like", "lengths": [2048], "samples": 1, "turns": 2}]
+    r = run(cfg, tmp_path, "-m", MODEL)
+    assert r.returncode == 0, r.stderr
+    for s in map(json.loads, r.stdout.splitlines()):
+        t = s["turns"][0]
+        if s["chat"]:
+            text = tmpl.render(messages=[{"role": "user", "content": t["user"]}],
+                               add_generation_prompt=True, bos_token="", eos_token="")
+        else:
+            text = t["user"]
+        text += t["answer_prefix"] or ""
+        n = len(hf.encode(text, add_special_tokens=False).ids)
+        assert s["prompt_tokens"] == n, (s["task"], s["id"], s["prompt_tokens"], n)
+        if s["target_tokens"] > 0:
+            need = sum(x["max_new"] for x in s["turns"]) + 64 * (len(s["turns"]) - 1)
+            assert n + need <= s["target_tokens"]
+            assert n + need >= 0.9 * s["target_tokens"]
+
+
+# ---------------------------------------------------------------- needle
+
+def test_needle_depth_and_haystack(tmp_path):
+    w = wording(tmp_path, "needle", template="{context}", instruction="", question="")
+    cfg = [{"task": "needle", "words": [150, 333, 1000], "depths": 10, "per_cell": 2, "prompts": w}]
+    rows = prompts(cfg, tmp_path, "--haystack", HAY)
+    assert len(rows) == 3 * 10 * 2
+    corpus = haystack_words()
+    depths = sorted({s["depth"] for s in rows})
+    assert depths == pytest.approx([i / 9 for i in range(10)], abs=1e-15)
+    cells = collections.defaultdict(list)
+    for s in rows:
+        t = s["turns"][0]
+        assert s["chat"] is False and t["max_new"] == 128
+        assert t["metric"] == "exact_match" and t["metric2"] == "partial_match"
+        key = t["answers"][0]
+        assert re.fullmatch(r"[1-9]\d{6}", key)
+        needle = f"The pass key is {key}. Remember it. {key} is the pass key."
+        user = t["user"]
+        assert user.count(needle) == 1
+        before, after = user.split(needle)
+        N = s["context_words"]
+        assert len(before.split()) == int(N * s["depth"])
+        hay = before.split() + after.split()
+        assert hay == [corpus[i % len(corpus)] for i in range(N)]
+        cells[(N, s["depth"])].append(key)
+    assert all(len(set(k)) == len(k) for k in cells.values())  # fresh keys per cell
+
+
+def test_needle_auto_grid_fits_context(tmp_path):
+    rows = prompts([{"task": "needle", "depths": 2, "per_cell": 1}], tmp_path, "--n-ctx", "2048",
+                   "--haystack", HAY)
+    grid = sorted({s["context_words"] for s in rows})
+    assert len(grid) == 10
+    longest = max(rows, key=lambda s: s["prompt_tokens"])
+    assert longest["prompt_tokens"] + 128 <= 2048 < longest["prompt_tokens"] + 128 + 40
+    assert grid[0] == max(16, grid[-1] // 40)
+
+
+# ---------------------------------------------------------------- RULER
+
+def ruler_wording(tmp_path):
+    return wording(tmp_path, "ruler", niah={
+        "template_one": "{context}\nQUERY: {query}", "template_many": "{context}\nQUERY: {query}",
+        "answer_prefix_one": "", "answer_prefix_many": ""})
+
+
+def ends_sentence(word):
+    return bool(re.search(r"[.!?][\"')\]\u2019\u201d]*$", word))
+
+
+DEPTH_GRID = {round(100 * i / 39) for i in range(40)}
+
+
+@pytest.mark.parametrize("task", ["niah_single_2", "niah_single_3", "niah_multikey_1",
+                                  "niah_multivalue", "niah_multiquery"])
+def test_ruler_essay_needles_at_grid_depths(tmp_path, task):
+    cfg = [{"task": task, "lengths": [1024, 2048], "samples": 3, "prompts": ruler_wording(tmp_path)}]
+    for s in prompts(cfg, tmp_path, "--haystack", HAY):
+        user = s["turns"][0]["user"]
+        context, query = user.rsplit("\nQUERY: ", 1)
+        keys = re.split(r", and |, ", query)
+        needles = NEEDLE_RE.findall(context)
+        want = [v for k in keys for (_, nk, v) in needles if nk == k]
+        assert sorted(s["turns"][0]["answers"]) == sorted(want)
+        # haystack sentences before the needle of the first answer == n * depth
+        first_value = s["turns"][0]["answers"][0]
+        words = context.split()
+        hay, pos = [], None  # haystack words; haystack words before the first answer's needle
+        i = 0
+        while i < len(words):
+            m = NEEDLE_RE.match(" ".join(words[i:i + 10]))  # a needle is 10 words
+            if m:
+                if m.group(3) == first_value and pos is None:
+                    pos = len(hay)
+                i += 10
+                continue
+            hay.append(words[i])
+            i += 1
+        ends = [k + 1 for k, wd in enumerate(hay) if ends_sentence(wd)]
+        fragment = bool(hay) and not ends_sentence(hay[-1])  # the cut may end mid-sentence
+        sents = len(ends) + fragment
+        before = sum(1 for e in ends if e <= pos) + (fragment and pos == len(hay))
+        d = round(s["depth"] * 100)
+        assert d in DEPTH_GRID
+        assert before == sents * d // 100, (s["id"], before, sents, d)
+
+
+@pytest.mark.parametrize("task", ["niah_single_1", "niah_multikey_2", "niah_multikey_3"])
+def test_ruler_line_haystacks(tmp_path, task):
+    cfg = [{"task": task, "lengths": [1024], "samples": 3, "prompts": ruler_wording(tmp_path)}]
+    noise = json.load(open(os.path.join(ROOT, "configs", "prompts", "ruler.json")))["noise"]
+    for s in prompts(cfg, tmp_path):
+        context, query = s["turns"][0]["user"].rsplit("\nQUERY: ", 1)
+        lines = context.split("\n")
+        hits = [i for i, ln in enumerate(lines) if NEEDLE_RE.fullmatch(ln) and
+                NEEDLE_RE.fullmatch(ln).group(2) == query]
+        assert len(hits) == 1
+        value = NEEDLE_RE.fullmatch(lines[hits[0]]).group(3)
+        assert s["turns"][0]["answers"] == [value]
+        if task == "niah_single_1":
+            assert all(ln == noise for i, ln in enumerate(lines) if i != hits[0])
+        else:
+            assert all(NEEDLE_RE.fullmatch(ln) for ln in lines)
+        assert s["depth"] == pytest.approx(hits[0] / (len(lines) - 1))
+        if task == "niah_multikey_3":
+            assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", value)
+        else:
+            assert re.fullmatch(r"[1-9]\d{6}", value)
+
+
+def resolve_chains(text):
+    """variable -> value, following VAR X = VAR Y chains."""
+    direct = dict(re.findall(r"VAR ([A-Z]+) = (\d+)", text))
+    alias = dict(re.findall(r"VAR ([A-Z]+) = VAR ([A-Z]+)", text))
+
+    def val(v, depth=0):
+        if v in direct:
+            return direct[v]
+        return val(alias[v], depth + 1) if v in alias and depth < 50 else None
+    return {v: val(v) for v in list(direct) + list(alias)}
+
+
+def test_ruler_vt_cwe_fwe_answers(tmp_path):
+    w = wording(tmp_path, "ruler", vt={"template": "{context}\nQUERY {query} NUM {num_v}", "answer_prefix": " ANS"},
+                cwe={"template": "{context}\nQ {num_cw}", "answer_prefix": " ANS"},
+                fwe={"template": "{context}\nQ", "answer_prefix": ""})
+    cfg = [{"task": "vt", "lengths": [1024, 2048], "samples": 2, "prompts": w},
+           {"task": "cwe", "lengths": [2048, 4608], "samples": 2, "prompts": w},
+           {"task": "fwe", "lengths": [2048], "samples": 2, "prompts": w}]
+    for s in prompts(cfg, tmp_path):
+        user, ans = s["turns"][0]["user"], s["turns"][0]["answers"]
+        if s["task"] == "vt":
+            example, main = user.rsplit("\n\n", 1)
+            assert "ANS " in example  # the in-prompt example carries its answer
+            context, q = main.rsplit("\nQUERY ", 1)
+            value, num = q.split(" NUM ")
+            chains = resolve_chains(context)
+            assert sorted(v for v, x in chains.items() if x == value) == sorted(ans)
+            assert num == "5" and len(ans) == 5
+        elif s["task"] == "cwe":
+            main = user.rsplit("\n", 2)[-2]
+            items = re.findall(r"(\d+)\. (\S+)", main)
+            assert [int(i) for i, _ in items] == list(range(1, len(items) + 1))
+            cnt = collections.Counter(wd for _, wd in items)
+            top = [wd for wd, _ in cnt.most_common(10)]
+            assert sorted(top) == sorted(ans)
+            assert cnt.most_common(11)[-1][1] < cnt.most_common(10)[-1][1]
+        else:
+            words = user.rsplit("\nQ", 1)[0].split()[-1000000:]
+            coded = [wd for wd in words if re.fullmatch(r"[a-z]{6}|\.\.\.", wd)]
+            cnt = collections.Counter(coded)
+            ranked = [wd for wd, _ in cnt.most_common(4)]
+            assert ranked[0] == "..." and ranked[1:] == ans
+
+
+def test_ruler_qa_loaders(tmp_path):
+    cfg = [{"task": "qa_1", "file": "ruler/squad_dev.json", "lengths": [300], "samples": 5},
+           {"task": "qa_2", "file": "ruler/hotpot_dev.json", "lengths": [300], "samples": 2}]
+    rows = prompts(cfg, tmp_path, "--data-dir", FIX)
+    squad = json.load(open(os.path.join(FIX, "ruler", "squad_dev.json")))
+    answerable = [q for d in squad["data"] for p in d["paragraphs"] for q in p["qas"]
+                  if not q["is_impossible"]]
+    qa1 = [s for s in rows if s["task"] == "qa_1"]
+    assert [s["turns"][0]["answers"] for s in qa1] == \
+        [[a["text"] for a in q["answers"]] for q in (answerable * 2)[:5]]
+    for s in rows:
+        t = s["turns"][0]
+        assert t["metric"] == "string_match_part" and t["max_new"] == 32
+        assert s["chat"] and t["answer_prefix"].strip() == "Answer:"
+        nums = [int(n) for n in re.findall(r"Document (\d+):\n", t["user"])]
+        assert nums == list(range(1, len(nums) + 1))
+        assert any(a in t["user"] for a in t["answers"])
+        assert "data=" in s["provenance"]
+
+
+# ---------------------------------------------------------------- SCBench-like
+
+def test_scbench_like_answers_and_modes(tmp_path):
+    cfg = [dict(t, lengths=[1500], samples=2) for t in SYNTH if t["task"].startswith("scbench")]
+    cfg += [{"task": "scbench_kv_like", "lengths": [1500], "samples": 1, "turns": 2, "mode": "multi_request"}]
+    for s in prompts(cfg, tmp_path):
+        turns = s["turns"]
+        if s["multi_request"]:
+            pre = s["shared_prefix"]
+            assert pre and all(t["user"].startswith(pre) for t in turns)
+            queries = [t["user"][len(pre):] for t in turns]
+            context = pre
+        else:
+            assert s["shared_prefix"] is None
+            context = turns[0]["user"]
+            queries = [turns[0]["user"]] + [t["user"] for t in turns[1:]]
+            for t in turns[1:]:  # later turns carry only the question
+                assert len(t["user"]) < 300
+            for t in turns:
+                assert t["gold"] == ", ".join(t["answers"])
+        task = s["task"]
+        for q, t in zip(queries, turns):
+            if task == "scbench_kv_like":
+                obj = json.loads(context[context.index("{"):context.rindex("}") + 1])
+                key = re.findall(r'Key: "([^"]+)"', q)[-1]
+                assert t["answers"] == [obj[key]] and t["metric"] == "substring"
+            elif task == "scbench_prefix_suffix_like":
+                pre_, suf = re.findall(r'begins with "(\w+)" and ends with "(\w+)"', q)[-1]
+                strings = [ln for ln in context.split("\n") if re.fullmatch(r"[A-Za-z0-9]{16,32}", ln)]
+                match = [x for x in strings if x.startswith(pre_) and x.endswith(suf)]
+                assert match == t["answers"]
+            elif task == "scbench_vt_like":
+                value = re.findall(r"assigned the value (\d+)", q)[-1]
+                chains = resolve_chains(context)
+                assert sorted(v for v, x in chains.items() if x == value) == sorted(t["answers"])
+            elif task == "scbench_mf_like":
+                nums = [int(x) for x in re.search(r"\[([\d, ]+)\]", context).group(1).split(", ")]
+                kind = re.search(r"largest|smallest|median", q).group(0)
+                want = {"largest": max(nums), "smallest": min(nums),
+                        "median": sorted(nums)[len(nums) // 2]}[kind]
+                assert len(nums) % 2 == 1 and t["answers"] == [str(want)]
+
+
+# ---------------------------------------------------------------- SCBench loaders
+
+SC_TABLE = {"scbench_kv": ("substring", 150), "scbench_prefix_suffix": ("substring", 150),
+            "scbench_vt": ("scbench_string_match_all", 30), "scbench_repoqa": ("repoqa", 1024),
+            "scbench_qa_eng": ("scbench_qa_eng", 40), "scbench_qa_chn": ("scbench_qa_chn", 40),
+            "scbench_choice_eng": ("scbench_choice", 40), "scbench_many_shot": ("scbench_many_shot", 10),
+            "scbench_summary": ("rouge_lsum", 200), "scbench_mf": ("scbench_mf", 5)}
+SC_SUB = {"scbench_summary": ("rouge_lsum", 800), "scbench_passkey": ("scbench_passkey", 15),
+          "scbench_repoqa": ("repoqa", 1024), "scbench_kv": ("substring", 80)}
+SC_TASKS = list(SC_TABLE) + ["scbench_summary_with_needles", "scbench_repoqa_and_kv"]
+
+
+@pytest.mark.parametrize("mode", ["multi_turn", "multi_request"])
+def test_scbench_loaders(tmp_path, mode):
+    cfg = {"data_dir": FIX, "tasks": [{"task": t, "file": f"scbench/{t}.jsonl", "mode": mode}
+                                      for t in SC_TASKS]}
+    rows = prompts(cfg, tmp_path, "--n-ctx", "8192")
+    got = by_task(rows)
+    assert set(got) == set(SC_TASKS)
+    for task in SC_TASKS:
+        data = [json.loads(ln) for ln in open(os.path.join(FIX, "scbench", task + ".jsonl"))]
+        assert len(got[task]) == len(data)
+        for s, eg in zip(got[task], data):
+            assert s["chat"] and s["id"] == str(eg["id"])
+            assert len(s["turns"]) == len(eg["multi_turns"])
+            ctx = eg["context"] if isinstance(eg["context"], str) else \
+                "[" + ", ".join(map(str, eg["context"])) + "]"
+            first = s["shared_prefix"] if mode == "multi_request" else s["turns"][0]["user"]
+            assert ctx in first
+            for k, (t, gt) in enumerate(zip(s["turns"], eg["multi_turns"])):
+                metric, max_new = SC_SUB[gt["task"]] if "task" in gt else SC_TABLE[task]
+                assert (t["metric"], t["max_new"]) == (metric, max_new)
+                ans = gt["answer"] if isinstance(gt["answer"], list) else [str(gt["answer"])]
+                assert gt["input"] in t["user"]
+                if mode == "multi_turn" and k > 0:
+                    assert ctx not in t["user"]
+                if task == "scbench_choice_eng":
+                    assert t["answers"] == [gt["answer"], "ABCD"[gt["options"].index(gt["answer"])]]
+                    assert all(o in t["user"] for o in gt["options"])
+                elif metric == "repoqa":
+                    others = [x["answer"] for x in eg["multi_turns"]
+                              if x is not gt and x.get("task", "scbench_repoqa") == "scbench_repoqa"]
+                    assert t["answers"] == [gt["answer"]] + others
+                else:
+                    assert t["answers"] == ans
+                assert t["gold"] == ", ".join(ans)
+            if mode == "multi_turn":
+                need = sum(t["max_new"] + 64 for t in s["turns"])
+                assert s["truncate_to"] == 8192 - need
+            else:
+                assert s["truncate_to"] == 0
+
+
+def test_scbench_limits(tmp_path):
+    cfg = {"data_dir": FIX, "tasks": [{"task": "scbench_kv", "file": "scbench/scbench_kv.jsonl",
+                                       "limit": 1, "turns": 2, "max_len": 4000}]}
+    rows = prompts(cfg, tmp_path)
+    assert len(rows) == 1 and len(rows[0]["turns"]) == 2
+    assert rows[0]["truncate_to"] == 4000 - 2 * (150 + 64)
+
+
+def test_scbench_multi_request_cuts_long_context(tmp_path):
+    cfg = [{"task": "scbench_qa_eng", "file": os.path.join(FIX, "scbench", "scbench_qa_eng.jsonl"),
+            "mode": "multi_request", "max_len": 200}]
+    s = prompts(cfg, tmp_path)[0]
+    assert s["prompt_tokens"] + 40 + 64 <= 200
+    assert s["shared_prefix"].startswith(s["turns"][0]["user"][:40])
+
+
+# ---------------------------------------------------------------- LongBench
+
+LB = {"narrativeqa": ("qa_f1", 1), "qasper": ("qa_f1", 1), "multifieldqa_en": ("qa_f1", 1),
+      "hotpotqa": ("qa_f1", 1), "2wikimqa": ("qa_f1", 1), "musique": ("qa_f1", 1),
+      "gov_report": ("rouge_l", 1), "qmsum": ("rouge_l", 1), "multi_news": ("rouge_l", 1),
+      "trec": ("classification", 0), "triviaqa": ("qa_f1", 0), "samsum": ("rouge_l", 0),
+      "passage_count": ("count", 1), "passage_retrieval_en": ("retrieval", 1),
+      "lcc": ("code_sim", 0), "repobench-p": ("code_sim", 0)}
+
+
+@pytest.mark.parametrize("prompt_src", ["official", "kvbench"])
+def test_longbench_loader(tmp_path, prompt_src):
+    lb = os.path.join(FIX, "longbench")
+    cfg = [{"task": "longbench", "dir": lb, "max_len": 3000, "prompts": prompt_src}]
+    rows = prompts(cfg, tmp_path)
+    if prompt_src == "official":
+        p2p = json.load(open(os.path.join(lb, "config", "dataset2prompt.json")))
+        p2m = json.load(open(os.path.join(lb, "config", "dataset2maxlen.json")))
+    else:
+        mine = json.load(open(os.path.join(ROOT, "configs", "prompts", "longbench.json")))
+        p2p, p2m = mine["dataset2prompt"], mine["dataset2maxlen"]
+    got = by_task(rows)
+    assert set(got) == {"longbench_" + t for t in LB}
+    for t, (metric, chat) in LB.items():
+        data = [json.loads(ln) for ln in open(os.path.join(lb, "data", t + ".jsonl"))]
+        for s, d in zip(got["longbench_" + t], data):
+            turn = s["turns"][0]
+            assert turn["user"] == p2p[t].format(context=d["context"], input=d["input"])
+            assert s["chat"] == bool(chat) and turn["metric"] == metric
+            assert turn["max_new"] == p2m[t] and turn["answers"] == d["answers"]
+            assert turn["first_line"] == (t in ("trec", "triviaqa", "samsum"))
+            assert turn["stop"] == ("\n" if t == "samsum" else None)
+            assert s["all_classes"] == d["all_classes"]
+            assert s["truncate_to"] == 3000 and s["id"] == d["_id"]
+            assert s["context_words"] == d["length"]
+
+
+def test_longbench_e_subtasks_limit_and_default_budget(tmp_path):
+    lb = os.path.join(FIX, "longbench")
+    rows = prompts([{"task": "longbench", "dir": lb, "subtasks": ["qasper"], "e": True},
+                    {"task": "longbench", "dir": lb, "subtasks": ["trec", "lcc"], "limit": 1}],
+                   tmp_path, "--n-ctx", "4096")
+    assert [s["task"] for s in rows] == ["longbench_qasper_e"] * 2 + ["longbench_trec", "longbench_lcc"]
+    assert rows[0]["truncate_to"] == 4096 - 128 - 64
+    assert rows[2]["truncate_to"] == 4096 - 64 - 64
+
+
+# ---------------------------------------------------------------- bad input
+
+BAD = [
+    ([{"task": "niah_single_1", "lengths": [512], "sampels": 3}], "unknown key 'sampels'"),
+    ([{"task": "niah_single_1", "lengths": [512], "samples": "ten"}], "'samples'"),
+    ([{"task": "niah_single_1", "lengths": []}], "'lengths'"),
+    ([{"task": "niah_single_1", "lengths": [512.5]}], "'lengths[0]'"),
+    ([{"task": "needle", "depths": [0.5, 2]}], "'depths'[1]"),
+    ([{"task": "scbench_kv_like", "lengths": [1024], "mode": "sideways"}], "'mode'"),
+    ([{"task": "longbench", "dir": "tests/fixtures/longbench", "subtasks": []}], "'subtasks'"),
+    ([{"task": "longbench", "dir": "tests/fixtures/longbench", "subtasks": ["nope"]}], "unknown LongBench task"),
+    ([{"task": "no_such_task"}], "unknown task 'no_such_task'"),
+    ([{"tsak": "needle"}], "missing required key 'task'"),
+    ([{"task": "scbench_kv", "file": "tests/fixtures/bad/scbench_kv.jsonl"}], "scbench_kv.jsonl:2:"),
+    ([{"task": "scbench_choice_eng", "file": "tests/fixtures/bad/scbench_choice_eng.jsonl"}],
+     "scbench_choice_eng.jsonl:1: multi_turns[0]: 'answer' is not one of the options"),
+    ([{"task": "scbench_kv", "file": "tests/fixtures/missing.jsonl"}], "tests/fixtures/missing.jsonl"),
+    ([{"task": "longbench", "dir": "tests/fixtures/bad/longbench", "subtasks": ["qasper"]}],
+     "qasper.jsonl:3: key 'answers'"),
+    ([{"task": "longbench", "dir": "tests/fixtures/nowhere", "subtasks": ["qasper"]}],
+     "tests/fixtures/nowhere/config/dataset2prompt.json"),
+    ([{"task": "longbench", "dir": "tests/fixtures/longbench", "subtasks": ["qmsum"], "prompts": "x"}],
+     "'prompts'"),
+    ([{"task": "qa_1", "file": "tests/fixtures/bad/squad_truncated.json", "lengths": [512]}],
+     "squad_truncated.json:"),
+    ([{"task": "niah_single_2", "lengths": [512], "prompts": "tests/fixtures/missing_wording.json"}],
+     "missing_wording.json"),
+]
+
+
+@pytest.mark.parametrize("cfg,needle", BAD)
+def test_bad_input_exit_2_and_nothing_written(tmp_path, cfg, needle):
+    out = tmp_path / "out.jsonl"
+    r = subprocess.run([BIN, "prompts", "--counter", "bytes4", "--out", str(out), "/dev/stdin"],
+                       input=json.dumps({"tasks": cfg}), capture_output=True, text=True, cwd=ROOT,
+                       timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert needle in r.stderr, r.stderr
+    assert "tasks[0]" in r.stderr or "tasks" not in needle
+    assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith("out")]
+
+
+def test_bad_haystack_dir(tmp_path):
+    r = run([{"task": "niah_single_2", "lengths": [512]}], tmp_path, "--counter", "bytes4",
+            "--haystack", str(tmp_path / "nope"))
+    assert r.returncode == 2 and "nope" in r.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = run([{"task": "niah_single_2", "lengths": [512]}], tmp_path, "--counter", "bytes4",
+            "--haystack", str(empty))
+    assert r.returncode == 2 and "no .txt files" in r.stderr
+
+
+def test_haystack_provenance(tmp_path):
+    rows = prompts([{"task": "niah_single_2", "lengths": [512], "samples": 1}], tmp_path,
+                   "--haystack", HAY)
+    assert HAY in rows[0]["provenance"] and "ruler.json" in rows[0]["provenance"]
+    rows = prompts([{"task": "niah_single_2", "lengths": [512], "samples": 1}], tmp_path)
+    assert any(k in rows[0]["provenance"] for k in ("fortunes", "wordnet", "common-licenses"))

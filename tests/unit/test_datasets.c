@@ -1,0 +1,135 @@
+/* test_datasets.c - the building blocks of datasets/: the seeded generator
+ * (against xoshiro256** / splitmix64 outputs computed by an independent
+ * Python implementation of the published algorithms), template formatting,
+ * turn scoring rules and the registry. Generated prompts are tested end to
+ * end in tests/py/test_datasets.py. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "datasets/dataset.h"
+#include "datasets/ds_internal.h"
+#include "datasets/rng.h"
+
+static void test_rng_reference(void) {
+    /* xoshiro256** from state {1, 2, 3, 4}: Python big-int reference */
+    kb_rng r = {{1, 2, 3, 4}};
+    const uint64_t want[5] = {0x2d00ull, 0x0ull, 0x5a007080ull, 0x10e0000000009d80ull,
+                              0x10e0b61ce1009d80ull};
+    for (int i = 0; i < 5; i++) CHECK_EQ_INT(rng_next(&r) == want[i], 1);
+    /* splitmix64 seeding from 0 gives the well-known first four outputs */
+    rng_seed(&r, 0);
+    CHECK(r.s[0] == 0xe220a8397b1dcdafull && r.s[1] == 0x6e789e6aa1b965f4ull &&
+          r.s[2] == 0x06c45d188009454full && r.s[3] == 0xf88bb8a8724c81ecull);
+    CHECK(rng_next(&r) == 0x99ec5f36cb75f2b4ull);
+    CHECK(rng_next(&r) == 0xbf6e1f784956452aull);
+}
+
+static void test_rng_helpers(void) {
+    kb_rng r;
+    rng_seed(&r, 7);
+    /* bounds and a loose uniformity check: 60000 draws in 6 bins, each
+     * within 5% of 10000 (the binomial sd is ~91, so 5% is > 5 sd) */
+    int bins[6] = {0};
+    for (int i = 0; i < 60000; i++) {
+        uint64_t v = rng_below(&r, 6);
+        CHECK(v < 6);
+        bins[v < 6 ? v : 0]++;
+    }
+    for (int b = 0; b < 6; b++) CHECK_MSG(abs(bins[b] - 10000) < 500, "bin %d: %d", b, bins[b]);
+    for (int i = 0; i < 1000; i++) {
+        long v = rng_range(&r, -3, 3);
+        CHECK(v >= -3 && v <= 3);
+    }
+    /* rng_sample: distinct, in range, both code paths (few of many / many of few) */
+    int out[40];
+    for (int rep = 0; rep < 50; rep++) {
+        int n = rep % 2 ? 1000 : 45, k = rep % 2 ? 10 : 40;
+        rng_sample(&r, n, k, out);
+        int ok = 1;
+        for (int i = 0; i < k; i++) {
+            ok &= out[i] >= 0 && out[i] < n;
+            for (int j = 0; j < i; j++) ok &= out[i] != out[j];
+        }
+        CHECK(ok);
+    }
+    char u[37];
+    for (int i = 0; i < 20; i++) {
+        rng_uuid4(&r, u);
+        CHECK_EQ_INT(strlen(u), 36);
+        CHECK(u[8] == '-' && u[13] == '-' && u[18] == '-' && u[23] == '-');
+        CHECK(u[14] == '4');
+        CHECK(strchr("89ab", u[19]) != NULL);
+    }
+    /* derived streams: same inputs, same stream; another label, another stream */
+    kb_rng a, b, c;
+    rng_derive(&a, 42, "niah_single_1", 4096, 3);
+    rng_derive(&b, 42, "niah_single_1", 4096, 3);
+    rng_derive(&c, 42, "niah_single_2", 4096, 3);
+    uint64_t x = rng_next(&a);
+    CHECK(x == rng_next(&b));
+    CHECK(x != rng_next(&c));
+}
+
+static void test_template(void) {
+    kb_err err = {0};
+    char *out = NULL;
+    tpl_var v[] = {{"a", "x"}, {"context", "{not a placeholder}"}};
+    CHECK_EQ_INT(tpl_format("{a}-{{b}}-{a}}}", v, 2, "t", &out, &err), 0);
+    CHECK_STREQ(out, "x-{b}-x}");
+    free(out);
+    /* substituted values are not formatted again */
+    CHECK_EQ_INT(tpl_format("[{context}]", v, 2, "t", &out, &err), 0);
+    CHECK_STREQ(out, "[{not a placeholder}]");
+    free(out);
+    CHECK_EQ_INT(tpl_format("{missing}", v, 2, "file.json: key", &out, &err), KB_EINPUT);
+    CHECK(strstr(err.msg, "file.json: key") && strstr(err.msg, "{missing}"));
+    CHECK_EQ_INT(tpl_format("a } b", v, 2, "t", &out, &err), KB_EINPUT);
+    CHECK_EQ_INT(tpl_format("a { b", v, 2, "t", &out, &err), KB_EINPUT);
+}
+
+static void test_turn_score(void) {
+    kb_sample s;
+    memset(&s, 0, sizeof s);
+    kb_turn *t = sample_add_turn(&s);
+    turn_set(t, "qa_f1", 32, "x");
+    turn_add_answer(t, "Paris");
+    CHECK_CLOSE(turn_score(&s, 0, "Paris\nLondon"), 2.0 / 3.0, 1e-12, 0);
+    t->first_line = 1;
+    CHECK_CLOSE(turn_score(&s, 0, "\n\nParis\nLondon"), 1.0, 1e-12, 0);
+    t->first_line = 0;
+    t->stop = kb_strdup("\n");
+    CHECK_CLOSE(turn_score(&s, 0, "Paris\nLondon"), 1.0, 1e-12, 0);
+    snprintf(t->metric2, sizeof t->metric2, "exact_match");
+    CHECK_CLOSE(turn_score2(&s, 0, "the city is paris!", 1), 1.0, 1e-12, 0);
+    snprintf(t->metric, sizeof t->metric, "no_such_metric");
+    CHECK(turn_score(&s, 0, "Paris") < 0);
+    sample_free(&s);
+}
+
+static void test_registry(void) {
+    static const char *const names[] = {
+        "needle", "niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1",
+        "niah_multikey_2", "niah_multikey_3", "niah_multivalue", "niah_multiquery", "vt", "cwe",
+        "fwe", "qa_1", "qa_2", "scbench_kv", "scbench_prefix_suffix", "scbench_vt",
+        "scbench_repoqa", "scbench_qa_eng", "scbench_qa_chn", "scbench_choice_eng",
+        "scbench_many_shot", "scbench_summary", "scbench_mf", "scbench_summary_with_needles",
+        "scbench_repoqa_and_kv", "scbench_kv_like", "scbench_prefix_suffix_like",
+        "scbench_vt_like", "scbench_mf_like", "longbench"};
+    CHECK_EQ_INT(task_count(), (int)(sizeof names / sizeof names[0]));
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const kb_task_ops *o = task_find(names[i]);
+        CHECK_MSG(o && !strcmp(o->name, names[i]) && o->generate && o->keys, "%s", names[i]);
+    }
+    CHECK(task_find("nope") == NULL);
+    CHECK(task_at(task_count()) == NULL);
+}
+
+int main(void) {
+    test_rng_reference();
+    test_rng_helpers();
+    test_template();
+    test_turn_score();
+    test_registry();
+    return check_summary("test_datasets");
+}
