@@ -16,6 +16,8 @@ typedef struct kb_weight {
 
 /* Y [n][ldy] (first W.rows columns written) = X [n][ldx] (first W.cols used) . W^T */
 void kb_matmul(const kb_weight *W, const float *X, int n, int ldx, float *Y, int ldy);
+/* Keeps OpenBLAS single-threaded (all parallelism is OpenMP's; see matmul_cpu.c). */
+void kb_blas_single_thread(void);
 /* Reference: dequantise + double-accumulated dot products. */
 void kb_matmul_ref(const kb_weight *W, const float *X, int n, int ldx, float *Y, int ldy);
 

@@ -17,6 +17,7 @@
 
 #include "kernels/attn_impl.h"
 #include "kernels/cpu/simd.h"
+#include "kernels/matmul.h"
 
 #define DEC_CHUNK 256       /* slots per decode chunk */
 #define DEC_PAR_MIN 1024    /* below this many slots, decode on one thread */
@@ -111,8 +112,7 @@ void kb_cpu_attn_causal(const float *Q, int nq, int ldq, int G, const kb_kvstrea
     int D = s->D;
     int nqb = (nq + PF_BQ - 1) / PF_BQ;
     int outer = !omp_in_parallel();
-    int saved = outer ? openblas_get_num_threads() : 1;
-    if (outer) openblas_set_num_threads(1);
+    kb_blas_single_thread();
 #pragma omp parallel if (outer && nqb > 1)
     {
         float *Kt = KB_AMALLOC((size_t)PF_BK * D * sizeof(float));
@@ -185,5 +185,4 @@ void kb_cpu_attn_causal(const float *Q, int nq, int ldq, int G, const kb_kvstrea
         free(m);
         free(l);
     }
-    if (outer) openblas_set_num_threads(saved);
 }
