@@ -1,0 +1,463 @@
+/* test_method_props.c - properties of the methods that do not need a full
+ * brute-force run: equivalences (exact_topk with B >= L is full; hybrid with
+ * p = 1, r = D, k >= L is full), RocketKV's kept set always holds the
+ * window, group policies share one set per group, mark/rollback/extend
+ * (multi-turn) against brute-force stage 1, the accounting of methods.md §1,
+ * defaults, and bad parameters with their exact messages. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "check.h"
+#include "method_harness.h"
+#include "methods/budget.h"
+#include "methods/params.h"
+#include "methods_brute.h"
+
+typedef struct run {
+    const kb_method_ops *ops;
+    void *st;
+    kb_method_params p;
+} run;
+
+static int start(run *r, const char *json, const scen *s) {
+    kb_err e = {0};
+    memset(r, 0, sizeof *r);
+    if (method_params_parse_text(json, "test", &r->p, &e)) {
+        fprintf(stderr, "params: %s\n", e.msg);
+        return 1;
+    }
+    r->ops = r->p.ops;
+    kb_method_ctx c = scen_ctx(s);
+    kb_prefill_view v = scen_view(s);
+    int rc = r->ops->layer_init(&r->p, &c, &v, &r->st, &e);
+    if (rc) fprintf(stderr, "layer_init: %s\n", e.msg);
+    view_free(&v);
+    return rc;
+}
+
+static void step(run *r, const scen *s, int i, float *out) {
+    r->ops->decode(r->st, s->q + (size_t)i * s->Hq * s->D, s->kn + (size_t)i * s->Hkv * s->D,
+                   s->vn + (size_t)i * s->Hkv * s->D, s->L + i, out);
+}
+
+static double max_diff(const float *a, const float *b, int n) {
+    double m = 0;
+    for (int i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - b[i]));
+    return m;
+}
+
+/* exact_topk with B >= L + steps and hybrid with p = 1, r = D, k >= L both
+ * equal Full KV (same f16 cache; f32 kernels: 1e-5). */
+static void test_equivalences(void) {
+    scen s;
+    scen_make(&s, 8, 2, 64, 300, 4, K_RANDOM, 11);
+    run f, e, h, q;
+    CHECK(!start(&f, "{\"method\":\"full\"}", &s));
+    CHECK(!start(&e, "{\"method\":\"exact_topk\",\"budget\":400}", &s));
+    CHECK(!start(&h, "{\"method\":\"hybrid\",\"budget\":1000,\"page_size\":1,\"r\":64}", &s));
+    CHECK(!start(&q, "{\"method\":\"quest\",\"budget\":4000}", &s));
+    size_t n = (size_t)s.Hq * s.D;
+    float *o1 = malloc(n * 4), *o2 = malloc(n * 4), *o3 = malloc(n * 4), *o4 = malloc(n * 4);
+    for (int i = 0; i < s.N; i++) {
+        step(&f, &s, i, o1);
+        step(&e, &s, i, o2);
+        step(&h, &s, i, o3);
+        step(&q, &s, i, o4);
+        CHECK_MSG(max_diff(o1, o2, (int)n) < 1e-5, "exact_topk B>=L vs full: %g", max_diff(o1, o2, (int)n));
+        CHECK_MSG(max_diff(o1, o3, (int)n) < 1e-5, "hybrid p=1 r=D vs full: %g", max_diff(o1, o3, (int)n));
+        CHECK_MSG(max_diff(o1, o4, (int)n) < 1e-5, "quest all pages vs full: %g", max_diff(o1, o4, (int)n));
+        kb_account a;
+        h.ops->account(h.st, &a);
+        CHECK_EQ_INT(a.attended, s.L + i + 1);
+    }
+    f.ops->destroy(f.st);
+    e.ops->destroy(e.st);
+    h.ops->destroy(h.st);
+    q.ops->destroy(q.st);
+    free(o1);
+    free(o2);
+    free(o3);
+    free(o4);
+    scen_free(&s);
+}
+
+/* RocketKV keeps the window at every length; group policies: one set per group. */
+static void test_window_and_groups(void) {
+    static const int lens[] = {1, 2, 31, 32, 33, 100, 1000, 3000};
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        scen s;
+        scen_make(&s, 12, 4, 32, lens[li], 2, (int)li % 5, 100 + li);
+        s.S = lens[li] + 2;
+        run r;
+        CHECK(!start(&r, "{\"method\":\"rocketkv\",\"budget\":16}", &s));
+        int rows;
+        r.ops->decode_cache(r.st, 0, &rows);
+        CHECK_EQ_INT(rows, s.Hkv);
+        int Wo = s.L < 32 ? s.L : 32;
+        for (int g = 0; g < rows; g++) {
+            const kb_kvstream *c = r.ops->decode_cache(r.st, g, NULL);
+            int found = 0;
+            for (int t = 0; t < c->n; t++) found += c->pos[t] >= s.L - Wo;
+            CHECK_MSG(found == Wo || c->n < Wo, "L=%d group %d holds %d of the %d window tokens", s.L, g, found, Wo);
+            for (int t = 1; t < c->n; t++) CHECK(c->pos[t] > c->pos[t - 1]); /* chronological */
+        }
+        for (int h = 0; h < s.Hq; h++) /* all heads of a group see one cache */
+            CHECK(r.ops->retained(r.st, h) == r.ops->retained(r.st, (h / 3) * 3));
+        float *o = malloc((size_t)s.Hq * s.D * 4);
+        step(&r, &s, 0, o);
+        kb_account a;
+        r.ops->account(r.st, &a);
+        CHECK_EQ_INT(a.sel_streams, s.Hkv);
+        CHECK_EQ_INT(a.sel_per_query_head, 0);
+        free(o);
+        r.ops->destroy(r.st);
+        scen_free(&s);
+    }
+    /* group policies select one set per KV group; per_head one per query head */
+    static const char *const cfg[][2] = {
+        {"{\"method\":\"exact_topk\",\"budget\":32,\"gqa\":\"group_sum\"}", "0"},
+        {"{\"method\":\"exact_topk\",\"budget\":32}", "1"},
+        {"{\"method\":\"quest\",\"budget\":64,\"gqa\":\"group_sum\"}", "0"},
+        {"{\"method\":\"quest\",\"budget\":64}", "1"},
+        {"{\"method\":\"sparq\",\"budget\":64}", "0"},
+        {"{\"method\":\"sparq\",\"budget\":64,\"gqa\":\"per_head\"}", "1"},
+        {"{\"method\":\"hybrid\",\"budget\":64}", "0"},
+        {"{\"method\":\"rocketkv_mt\",\"budget\":64}", "0"},
+    };
+    scen s;
+    scen_make(&s, 12, 4, 32, 500, 1, K_RANDOM, 7);
+    for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
+        run r;
+        CHECK(!start(&r, cfg[i][0], &s));
+        float *o = malloc((size_t)s.Hq * s.D * 4);
+        step(&r, &s, 0, o);
+        kb_account a;
+        r.ops->account(r.st, &a);
+        int per = cfg[i][1][0] == '1';
+        CHECK_MSG(a.sel_streams == (per ? s.Hq : s.Hkv) && a.sel_per_query_head == per, "%s", cfg[i][0]);
+        free(o);
+        r.ops->destroy(r.st);
+    }
+    /* snapkvpp (group_sum) shares a stream per group; snapkv (per_head) keeps G copies */
+    run a, b;
+    CHECK(!start(&a, "{\"method\":\"snapkvpp\",\"budget\":64}", &s));
+    CHECK(!start(&b, "{\"method\":\"snapkv\",\"budget\":64}", &s));
+    CHECK(a.ops->retained(a.st, 0) == a.ops->retained(a.st, 2));
+    CHECK(b.ops->retained(b.st, 0) != b.ops->retained(b.st, 2));
+    kb_account aa, ab;
+    a.ops->account(a.st, &aa);
+    b.ops->account(b.st, &ab);
+    CHECK_CLOSE(aa.resident_tokens, 64, 0, 0);
+    CHECK_CLOSE(ab.resident_tokens, 3 * 64, 0, 0); /* G = 3 copies per KV head */
+    a.ops->destroy(a.st);
+    b.ops->destroy(b.st);
+    scen_free(&s);
+}
+
+/* Accounting of methods.md §1 on one step. */
+static void test_accounting(void) {
+    scen s;
+    scen_make(&s, 8, 2, 64, 2000, 3, K_RANDOM, 21);
+    s.N_new = 100;
+    s.S = 2100;
+    int D = 64, B = 256;
+    double row = 2.0 * D * 2; /* f16 K+V bytes per token per KV head */
+    float *o = malloc((size_t)s.Hq * D * 4);
+    run r;
+    kb_account a;
+    /* rocketkv: the split with S = 2100 */
+    int T, pb, p, rr, k;
+    br_rocket_split(2100, B, 100, D, -1, &T, &pb, &p, &rr, &k);
+    CHECK(!start(&r, "{\"method\":\"rocketkv\",\"budget\":256}", &s));
+    for (int i = 0; i < 3; i++) step(&r, &s, i, o);
+    r.ops->account(r.st, &a);
+    int n = pb + 3, np = (n + p - 1) / p;
+    CHECK_CLOSE(a.resident_tokens, n, 0, 0);
+    CHECK_CLOSE(a.read_tokeq, k + (double)np * rr / (2.0 * D), 1e-9, 0);
+    CHECK_CLOSE(a.approx_tokeq, (double)np * rr / (2.0 * D), 1e-9, 0);
+    CHECK_MSG(a.read_tokeq <= B * 1.05, "rocketkv reads %g > B", a.read_tokeq);
+    CHECK_CLOSE(a.attended, k, 0, 0);
+    CHECK_CLOSE(a.resident_bytes, 2 * n * row + 2 * (2.0 * np * D * 4), 1e-6, 0);
+    CHECK(a.budget && a.budget->prompt_budget == pb && a.budget->p == p && a.budget->r == rr);
+    r.ops->destroy(r.st);
+    /* the same in topk mode: k = B, approximation not charged */
+    CHECK(!start(&r, "{\"method\":\"rocketkv\",\"budget\":256,\"budget_mode\":\"topk\"}", &s));
+    for (int i = 0; i < 3; i++) step(&r, &s, i, o);
+    r.ops->account(r.st, &a);
+    CHECK_CLOSE(a.read_tokeq, B, 0, 0);
+    CHECK(a.mode == KB_BUDGET_TOPK);
+    r.ops->destroy(r.st);
+    /* quest: P = 16 (ceil(4000/256) = 16), 8 pages; reads pages' min/max + attended */
+    CHECK(!start(&r, "{\"method\":\"quest\",\"budget\":256}", &s));
+    step(&r, &s, 0, o);
+    r.ops->account(r.st, &a);
+    CHECK(a.budget->P == 16 && a.budget->n_pages == 8);
+    int nq = 2001, npq = (nq + 15) / 16;
+    CHECK(a.read_tokeq >= npq + 128 - 1e-9 && a.read_tokeq <= npq + 4 * 128);
+    CHECK_CLOSE(a.approx_tokeq, npq, 0, 0);
+    CHECK_CLOSE(a.attended, 8 * 16 - 15, 0, 0); /* the current page holds 1 token (2001 % 16) */
+    r.ops->destroy(r.st);
+    /* sparq recipe: r = int(64 * 256 / 2100) = 7 dims of every key */
+    CHECK(!start(&r, "{\"method\":\"sparq\",\"budget\":256}", &s));
+    step(&r, &s, 0, o);
+    r.ops->account(r.st, &a);
+    CHECK_EQ_INT(a.budget->r, 7);
+    CHECK_CLOSE(a.approx_tokeq, 2001.0 * 7 / (2.0 * D), 1e-9, 0);
+    CHECK_CLOSE(a.read_tokeq, 128 + 2001.0 * 7 / (2.0 * D), 1e-9, 0);
+    r.ops->destroy(r.st);
+    /* full reads everything; snapkvpp reads its kept tokens */
+    CHECK(!start(&r, "{\"method\":\"full\"}", &s));
+    step(&r, &s, 0, o);
+    r.ops->account(r.st, &a);
+    CHECK_CLOSE(a.read_tokeq, 2001, 0, 0);
+    CHECK_CLOSE(a.resident_bytes, 2 * 2001 * row, 0, 0);
+    CHECK_EQ_INT(a.sel_streams, 0);
+    r.ops->destroy(r.st);
+    CHECK(!start(&r, "{\"method\":\"snapkvpp\",\"budget\":256}", &s));
+    step(&r, &s, 0, o);
+    r.ops->account(r.st, &a);
+    CHECK_CLOSE(a.read_tokeq, 257, 0, 0);
+    CHECK_CLOSE(a.resident_tokens, 257, 0, 0);
+    r.ops->destroy(r.st);
+    free(o);
+    scen_free(&s);
+}
+
+/* mark / rollback: re-decoding after a rollback gives bit-identical outputs;
+ * an extend after the rollback matches brute-force stage 1 over what the
+ * method kept plus the new turn. */
+static void test_multiturn(void) {
+    static const char *const cfgs[] = {
+        "{\"method\":\"full\"}",
+        "{\"method\":\"exact_topk\",\"budget\":64}",
+        "{\"method\":\"snapkv\",\"budget\":96}",
+        "{\"method\":\"snapkvpp\",\"budget\":96}",
+        "{\"method\":\"quest\",\"budget\":64}",
+        "{\"method\":\"sparq\",\"budget\":64,\"reallocate_mean_v\":true}",
+        "{\"method\":\"hybrid\",\"budget\":64}",
+        "{\"method\":\"rocketkv\",\"budget\":64}",
+        "{\"method\":\"rocketkv_mt\",\"budget\":64}",
+    };
+    int nnew = 50;
+    for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
+        scen s, t; /* t: the new turn's tokens and queries, as another scenario */
+        scen_make(&s, 6, 2, 32, 300, 6, (int)ci % 5, 500 + ci);
+        scen_make(&t, 6, 2, 32, nnew, 3, K_RANDOM, 900 + ci);
+        run r;
+        CHECK(!start(&r, cfgs[ci], &s));
+        size_t no = (size_t)s.Hq * s.D;
+        float *o1 = malloc(no * 4 * 6), *o2 = malloc(no * 4 * 6);
+        step(&r, &s, 0, o1); /* the last prompt token */
+        long m = r.ops->mark(r.st);
+        CHECK_EQ_INT(m, s.L + 1);
+        for (int i = 1; i < 6; i++) step(&r, &s, i, o1 + i * no);
+        r.ops->rollback(r.st, m);
+        CHECK_EQ_INT(r.ops->mark(r.st), m);
+        for (int i = 1; i < 6; i++) step(&r, &s, i, o2 + i * no);
+        CHECK_MSG(max_diff(o1 + no, o2 + no, (int)(5 * no)) == 0, "%s: rollback + redo differs", cfgs[ci]);
+        r.ops->rollback(r.st, m);
+        /* what the method keeps before the new turn, per decode-cache row */
+        int rows;
+        r.ops->decode_cache(r.st, 0, &rows);
+        int **before = malloc((size_t)rows * sizeof *before), *nb = malloc((size_t)rows * sizeof(int));
+        for (int i = 0; i < rows; i++) {
+            const kb_kvstream *c = r.ops->decode_cache(r.st, i, NULL);
+            nb[i] = c->n;
+            before[i] = malloc(((size_t)c->n + s.L + nnew + 1) * sizeof(int));
+            for (int j = 0; j < c->n; j++) before[i][j] = c->pos[j];
+        }
+        int full_before = r.ops->retained(r.st, 0)->n;
+        /* the new turn: positions L+1 .. L+nnew, its last queries as the window */
+        int base = s.L + 1;
+        kb_prefill_view v;
+        memset(&v, 0, sizeof v);
+        v.Hq = s.Hq;
+        v.Hkv = s.Hkv;
+        v.D = s.D;
+        kb_kvstream kv[2];
+        for (int g = 0; g < 2; g++) {
+            kvstream_init(&kv[g], KB_F16, s.D, nnew);
+            for (int j = 0; j < nnew; j++)
+                kvstream_append_f32(&kv[g], t.k + ((size_t)j * 2 + g) * s.D, t.v + ((size_t)j * 2 + g) * s.D, base + j);
+        }
+        v.kv = kv;
+        v.Wq = t.Wq;
+        v.qwin = t.qwin;
+        int32_t *qp = malloc((size_t)t.Wq * sizeof(int32_t));
+        for (int i = 0; i < t.Wq; i++) qp[i] = base + nnew - t.Wq + i;
+        v.qwin_pos = qp;
+        kb_err e = {0};
+        CHECK_MSG(r.ops->extend(r.st, &v, &e) == 0, "%s: extend: %s", cfgs[ci], e.msg);
+        CHECK_EQ_INT(r.ops->mark(r.st), m + nnew);
+        r.ops->rollback(r.st, m); /* before the extend: clamped, nothing dropped */
+        CHECK_EQ_INT(r.ops->mark(r.st), m + nnew);
+        /* brute-force stage 1 over kept + new for the evicting methods */
+        br_hist h;
+        br_hist_init(&h, s.Hq, s.Hkv, s.D);
+        for (int j = 0; j < s.L; j++) br_hist_push(&h, s.k + (size_t)j * 2 * s.D, s.v + (size_t)j * 2 * s.D, KB_F16);
+        br_hist_push(&h, s.kn, s.vn, KB_F16);
+        for (int j = 0; j < nnew; j++) br_hist_push(&h, t.k + (size_t)j * 2 * s.D, t.v + (size_t)j * 2 * s.D, KB_F16);
+        const char *name = r.ops->name;
+        int evicts = r.ops->evicts, mt = !strcmp(name, "rocketkv_mt");
+        int pb = r.p.budget;
+        if (!strcmp(name, "rocketkv") || mt) {
+            int T, p, rr, k;
+            br_rocket_split(s.S, r.p.budget, s.N_new, s.D, -1, &T, &pb, &p, &rr, &k);
+        }
+        for (int i = 0; i < rows; i++) {
+            const kb_kvstream *c = r.ops->decode_cache(r.st, i, NULL);
+            int n = nb[i];
+            if (mt) { /* the working set is rebuilt from the full history */
+                n = 0;
+                for (int j = 0; j < base; j++) before[i][n++] = j;
+            }
+            for (int j = 0; j < nnew; j++) before[i][n++] = base + j;
+            if (!evicts) {
+                int ok = c->n == n;
+                for (int j = 0; ok && j < n; j++) ok = c->pos[j] == before[i][j];
+                CHECK_MSG(ok, "%s: row %d after extend", name, i);
+                continue;
+            }
+            int per_head = rows == s.Hq, G = s.Hq / s.Hkv, g = per_head ? i / G : i;
+            int heads[8], nh = per_head ? 1 : G;
+            for (int a = 0; a < nh; a++) heads[a] = per_head ? i : g * G + a;
+            int *kept = malloc(((size_t)n + 1) * sizeof(int)), np = 0;
+            double *score = malloc(((size_t)n + 1) * sizeof(double));
+            int agg = r.p.gqa == KB_GQA_GROUP_MEAN;
+            int cnt = br_snap_keep(&h, g, heads, nh, agg, t.qwin, qp, t.Wq, r.p.window, before[i], n, pb,
+                                   r.p.kernel, r.p.pooling == KB_POOL_AVG, kept, score, &np);
+            int ok = c->n == cnt;
+            int *ai = malloc(((size_t)cnt + 1) * sizeof(int)), *bi = malloc(((size_t)cnt + 1) * sizeof(int));
+            int na = 0, nbb = 0;
+            for (int j = 0; ok && j < cnt; j++) {
+                int sa = -1, sb = -1;
+                for (int u = 0; u < n; u++) {
+                    if (before[i][u] == c->pos[j]) sa = u;
+                    if (before[i][u] == kept[j]) sb = u;
+                }
+                ok &= sa >= 0;
+                if (sa >= 0 && sa < np) ai[na++] = sa;
+                if (sb < np) bi[nbb++] = sb;
+                if (sa >= np) ok &= c->pos[j] == kept[j]; /* the window */
+            }
+            if (ok && np > 0) ok = br_sets_match(ai, na, bi, nbb, score, np, 1e-4) != 0;
+            CHECK_MSG(ok, "%s: row %d: stage 1 after extend differs from brute force (%d vs %d kept)", name, i,
+                      c->n, cnt);
+            free(ai);
+            free(bi);
+            free(kept);
+            free(score);
+        }
+        const kb_kvstream *ret = r.ops->retained(r.st, 0);
+        if (mt) CHECK_EQ_INT(ret->n, full_before + nnew); /* nothing evicted */
+        /* decoding continues at the right positions */
+        float *o = malloc(no * 4);
+        r.ops->decode(r.st, t.q, t.kn, t.vn, base + nnew, o);
+        CHECK(r.ops->decode_cache(r.st, 0, NULL)->pos[r.ops->decode_cache(r.st, 0, NULL)->n - 1] == base + nnew);
+        for (size_t j = 0; j < no; j++) CHECK(isfinite(o[j]));
+        free(o);
+        br_hist_free(&h);
+        for (int i = 0; i < rows; i++) free(before[i]);
+        free(before);
+        free(nb);
+        free(qp);
+        kvstream_free(&kv[0]);
+        kvstream_free(&kv[1]);
+        free(o1);
+        free(o2);
+        r.ops->destroy(r.st);
+        scen_free(&s);
+        scen_free(&t);
+    }
+}
+
+static void expect_err(const char *json, const char *msg) {
+    kb_method_params p;
+    kb_err e = {0};
+    int rc = method_params_parse_text(json, "cfg.json: methods[0]", &p, &e);
+    CHECK_EQ_INT(rc, KB_EINPUT);
+    CHECK_STREQ(e.msg, msg);
+}
+
+static void test_params(void) {
+    expect_err("{\"method\":\"foo\"}",
+               "cfg.json: methods[0]: key 'method': unknown method 'foo' (known: full, exact_topk, snapkv, "
+               "snapkvpp, quest, sparq, hybrid, rocketkv, rocketkv_mt)");
+    expect_err("{\"method\":\"quest\",\"budget\":64,\"kernel\":7}",
+               "cfg.json: methods[0]: method 'quest': unknown key 'kernel' (known keys: method, label, budget, "
+               "budget_mode, skip_layers, gqa, page_size)");
+    expect_err("{\"method\":\"snapkv\",\"budget\":-5}",
+               "cfg.json: methods[0]: method 'snapkv': key 'budget': expected an integer in [1, 1073741824], got -5");
+    expect_err("{\"method\":\"snapkvpp\",\"budget\":64,\"kernel\":4}",
+               "cfg.json: methods[0]: method 'snapkvpp': key 'kernel': expected an odd integer >= 1 or \"adaptive\", got 4");
+    expect_err("{\"method\":\"rocketkv\",\"budget\":8}",
+               "cfg.json: methods[0]: method 'rocketkv': key 'budget': expected an integer >= 16, got 8");
+    expect_err("{\"method\":\"hybrid\"}", "cfg.json: methods[0]: method 'hybrid': missing required key 'budget'");
+    expect_err("{\"method\":\"snapkv\",\"budget\":16}",
+               "cfg.json: methods[0]: method 'snapkv': key 'budget': 16 is smaller than the window 32 (the window is always kept)");
+    expect_err("{\"method\":\"sparq\",\"budget\":64,\"gqa\":\"heads\"}",
+               "cfg.json: methods[0]: method 'sparq': key 'gqa': expected \"per_head\", \"group_sum\" or \"group_mean\", got \"heads\"");
+    expect_err("{\"method\":\"rocketkv\",\"budget\":64,\"alpha\":2}",
+               "cfg.json: methods[0]: method 'rocketkv': key 'alpha': expected \"auto\" or a number in [0, 1]");
+    expect_err("{\"method\":\"snapkv\",\"budget\":64,\"pooling\":\"min\"}",
+               "cfg.json: methods[0]: method 'snapkv': key 'pooling': expected \"max\" or \"avg\", got \"min\"");
+    expect_err("{\"method\":\"snapkvpp\",\"budget\":64,\"kernel_by_length\":[[100,7],[50,9]]}",
+               "cfg.json: methods[0]: method 'snapkvpp': key 'kernel_by_length'[1]: max_len must increase strictly (50 after 100)");
+    expect_err("{\"method\":\"snapkvpp\",\"budget\":64,\"kernel_by_length\":[[100,8]]}",
+               "cfg.json: methods[0]: method 'snapkvpp': key 'kernel_by_length'[0]: pooling kernel K must be odd, got 8");
+    expect_err("{\"method\":\"rocketkv\",\"budget\":64,\"budget_mode\":\"bytes\"}",
+               "cfg.json: methods[0]: method 'rocketkv': key 'budget_mode': expected \"traffic\" or \"topk\", got \"bytes\"");
+    expect_err("{\"method\":\"full\",\"window\":3}",
+               "cfg.json: methods[0]: method 'full': unknown key 'window' (known keys: method, label, budget, budget_mode, skip_layers)");
+    expect_err("[1]", "cfg.json: methods[0]: expected a JSON object");
+    /* defaults filled by validate */
+    kb_method_params p;
+    kb_err e = {0};
+    CHECK(!method_params_parse_text("{\"method\":\"snapkv\",\"budget\":64}", "t", &p, &e));
+    CHECK(p.window == 32 && p.kernel == 7 && p.gqa == KB_GQA_PER_HEAD && p.pooling == KB_POOL_MAX);
+    CHECK(!method_params_parse_text("{\"method\":\"snapkvpp\",\"budget\":64}", "t", &p, &e));
+    CHECK(p.window == 32 && p.kernel == 63 && p.gqa == KB_GQA_GROUP_SUM);
+    CHECK(!method_params_parse_text("{\"method\":\"rocketkv\",\"budget\":64,\"window\":128}", "t", &p, &e));
+    CHECK(p.window == 128 && p.kernel == 63 && !p.alpha_fixed);
+    CHECK(!method_params_parse_text("{\"method\":\"rocketkv\",\"budget\":64,\"alpha\":0.5,\"kernel\":\"adaptive\"}", "t", &p, &e));
+    CHECK(p.alpha_fixed && p.alpha == 0.5 && p.kernel == KB_KERNEL_ADAPTIVE && p.n_kernel_table == kb_default_kernel_table_n);
+    CHECK(!method_params_parse_text("{\"method\":\"quest\",\"budget\":64,\"label\":\"q\"}", "t", &p, &e));
+    CHECK(p.gqa == KB_GQA_PER_HEAD && !strcmp(p.label, "q"));
+    CHECK(!method_params_parse_text("{\"method\":\"sparq\",\"budget\":64}", "t", &p, &e));
+    CHECK(p.gqa == KB_GQA_GROUP_MEAN);
+    CHECK(!method_params_parse_text("{\"method\":\"full\",\"budget\":64}", "t", &p, &e));
+    /* r larger than D is caught when the layer is built */
+    scen s;
+    scen_make(&s, 4, 2, 16, 50, 1, K_RANDOM, 3);
+    run r;
+    CHECK(!method_params_parse_text("{\"method\":\"hybrid\",\"budget\":64,\"r\":20}", "t", &p, &e));
+    kb_method_ctx c = scen_ctx(&s);
+    kb_prefill_view v = scen_view(&s);
+    void *st = NULL;
+    CHECK_EQ_INT(p.ops->layer_init(&p, &c, &v, &st, &e), KB_EINPUT);
+    CHECK_STREQ(e.msg, "method 'hybrid': key 'r': 20 exceeds the head dim D = 16");
+    /* a view without the window queries the method needs */
+    CHECK(!method_params_parse_text("{\"method\":\"rocketkv\",\"budget\":16}", "t", &p, &e));
+    v.Wq = 8;
+    CHECK_EQ_INT(p.ops->layer_init(&p, &c, &v, &st, &e), KB_EINPUT);
+    CHECK_STREQ(e.msg, "rocketkv: key 'window': the method needs the last 32 prefill queries, the prefill view holds 8");
+    view_free(&v);
+    (void)r;
+    /* the adaptive table picks K by prompt length: checked end to end by brute force */
+    scen_free(&s);
+    scen_make(&s, 6, 2, 32, 300, 3, K_RANDOM, 77);
+    mh_result res;
+    CHECK_EQ_INT(mh_compare("{\"method\":\"snapkvpp\",\"budget\":64,\"kernel_by_length\":[[100,3],[1000,9]]}", &s,
+                            2e-4, "adaptive", &res), 0);
+    scen_free(&s);
+}
+
+int main(void) {
+    test_equivalences();
+    test_window_and_groups();
+    test_accounting();
+    test_multiturn();
+    test_params();
+    return check_summary("method_props");
+}

@@ -1,0 +1,321 @@
+/* test_select.c - the selection building blocks (kernels/select.h): each
+ * fast CPU version against its reference and both against plain
+ * definitions written here (a full sort for top-k, a window scan for
+ * pooling, direct dot products for the QUEST bound), on random data with
+ * ties, partial pages and edge sizes. Tolerances: f32 against double
+ * references, relative 1e-5 on scores (sums of <= 10^4 terms), 1e-5 on
+ * attention outputs. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "check.h"
+#include "kernels/select.h"
+
+static unsigned long long rs = 88172645463325252ULL;
+static double urand(void) {
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return (double)(rs >> 11) * (1.0 / 9007199254740992.0);
+}
+static float nrand(void) {
+    double u = urand(), v = urand();
+    if (u < 1e-300) u = 1e-300;
+    return (float)(sqrt(-2 * log(u)) * cos(6.283185307179586 * v));
+}
+
+/* Definition of top-k: sort all (score desc, index asc) by insertion into a
+ * ranked list, take k, return ascending. O(n^2): small n only. */
+static int topk_def(const float *x, int n, int k, int32_t *out) {
+    int *ord = malloc((size_t)(n + 1) * sizeof(int));
+    for (int i = 0; i < n; i++) {
+        float xi = isnan(x[i]) ? -INFINITY : x[i];
+        int j = i;
+        while (j > 0) {
+            float xo = isnan(x[ord[j - 1]]) ? -INFINITY : x[ord[j - 1]];
+            if (xo > xi || (xo == xi && ord[j - 1] < i)) break;
+            ord[j] = ord[j - 1];
+            j--;
+        }
+        ord[j] = i;
+    }
+    if (k > n) k = n;
+    if (k < 0) k = 0;
+    /* ascending */
+    char *in = calloc((size_t)n + 1, 1);
+    for (int t = 0; t < k; t++) in[ord[t]] = 1;
+    int c = 0;
+    for (int i = 0; i < n; i++)
+        if (in[i]) out[c++] = i;
+    free(ord);
+    free(in);
+    return c;
+}
+
+static int same_idx(const int32_t *a, int na, const int32_t *b, int nb) {
+    if (na != nb) return 0;
+    for (int i = 0; i < na; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
+static void test_topk(void) {
+    int32_t a[2100], b[2100], c[2100];
+    float x[2100];
+    for (int trial = 0; trial < 300; trial++) {
+        int n = 1 + (int)(urand() * (trial < 200 ? 60 : 2000));
+        int levels = trial % 3 == 0 ? 3 : 1000000; /* many exact ties or almost none */
+        for (int i = 0; i < n; i++) x[i] = (float)(int)(urand() * levels);
+        if (trial % 7 == 0) x[(int)(urand() * n)] = NAN;
+        if (trial % 5 == 0) x[(int)(urand() * n)] = -INFINITY;
+        int k = (int)(urand() * (n + 3)) - 1;
+        int nd = topk_def(x, n, k, a);
+        int nr = kb_ref_topk(x, n, k, b);
+        int nc = kb_cpu_topk(x, n, k, c);
+        CHECK_MSG(same_idx(a, nd, b, nr), "ref topk n=%d k=%d", n, k);
+        CHECK_MSG(same_idx(a, nd, c, nc), "cpu topk n=%d k=%d", n, k);
+    }
+    /* orders that defeat naive pivots: sorted, reversed, all equal */
+    static float y[100000];
+    static int32_t r1[5000], r2[5000];
+    for (int pat = 0; pat < 3; pat++) {
+        int n = 100000;
+        for (int i = 0; i < n; i++) y[i] = pat == 0 ? (float)i : pat == 1 ? (float)(n - i) : 1.0f;
+        int nr = kb_ref_topk(y, n, 5000, r1), nc = kb_cpu_topk(y, n, 5000, r2);
+        CHECK_MSG(same_idx(r1, nr, r2, nc), "pattern %d", pat);
+    }
+    /* all equal: the lowest indices */
+    for (int i = 0; i < 10; i++) y[i] = 2.0f;
+    CHECK_EQ_INT(kb_cpu_topk(y, 10, 4, r2), 4);
+    CHECK(r2[0] == 0 && r2[1] == 1 && r2[2] == 2 && r2[3] == 3);
+}
+
+static void test_topk_pages(void) {
+    int32_t a[4000], b[4000];
+    float ps[1000];
+    for (int trial = 0; trial < 400; trial++) {
+        int p = 1 + (int)(urand() * 6);
+        int n = 1 + (int)(urand() * 400);
+        int np = (n + p - 1) / p;
+        for (int P = 0; P < np; P++) ps[P] = (float)(int)(urand() * (trial % 2 ? 4 : 1000));
+        int k = (int)(urand() * (n + 2));
+        int nr = kb_ref_topk_pages(ps, n, p, k, a);
+        int nc = kb_cpu_topk_pages(ps, n, p, k, b);
+        CHECK_MSG(same_idx(a, nr, b, nc), "topk_pages n=%d p=%d k=%d", n, p, k);
+        /* at most one page is split, and it gives its lowest slots */
+        int split = 0;
+        for (int P = 0; P < np; P++) {
+            int cnt = 0, first = -1, last = -1;
+            int size = P == np - 1 ? n - P * p : p;
+            for (int t = 0; t < nc; t++)
+                if (b[t] / p == P) {
+                    cnt++;
+                    if (first < 0) first = b[t];
+                    last = b[t];
+                }
+            if (cnt > 0 && cnt < size) {
+                split++;
+                CHECK(first == P * p && last == P * p + cnt - 1);
+            }
+        }
+        CHECK(split <= 1);
+    }
+}
+
+static void test_pool(void) {
+    float in[300], o1[300], o2[300];
+    for (int trial = 0; trial < 200; trial++) {
+        int n = 1 + (int)(urand() * 290);
+        int K = 1 + 2 * (int)(urand() * 40);
+        for (int i = 0; i < n; i++) in[i] = nrand();
+        for (int mode = 0; mode < 2; mode++) {
+            kb_ref_pool1d(in, n, K, mode, o1);
+            kb_cpu_pool1d(in, n, K, mode, o2);
+            int ok = 1;
+            for (int j = 0; j < n; j++) {
+                /* definition: window [j-K/2, j+K/2], -inf / zero padding */
+                double m = -INFINITY, s = 0;
+                for (int t = j - K / 2; t <= j + K / 2; t++)
+                    if (t >= 0 && t < n) {
+                        m = in[t] > m ? in[t] : m;
+                        s += in[t];
+                    }
+                double want = mode ? s / K : m;
+                if (mode == 0) ok &= o1[j] == (float)want && o2[j] == (float)want;
+                else ok &= fabs(o1[j] - want) <= 1e-6 && fabs(o2[j] - want) <= 1e-6;
+            }
+            CHECK_MSG(ok, "pool mode %d n=%d K=%d", mode, n, K);
+        }
+    }
+}
+
+static void fill_stream(kb_kvstream *s, int n, int D, kb_dtype t) {
+    kvstream_init(s, t, D, n);
+    float *k = malloc((size_t)D * sizeof(float)), *v = malloc((size_t)D * sizeof(float));
+    for (int j = 0; j < n; j++) {
+        for (int d = 0; d < D; d++) {
+            k[d] = nrand();
+            v[d] = nrand();
+        }
+        kvstream_append_f32(s, k, v, j);
+    }
+    free(k);
+    free(v);
+}
+
+static void test_pages(void) {
+    const kb_kernels *kk[2] = {&kb_kernels_ref, &kb_kernels_cpu};
+    for (int trial = 0; trial < 40; trial++) {
+        int D = 8 + 8 * (trial % 3), p = 1 + trial % 5, n = 1 + (int)(urand() * 150);
+        kb_kvstream s;
+        fill_stream(&s, n, D, trial % 2 ? KB_F16 : KB_F32);
+        kb_pages inc, full;
+        pages_init(&inc, p, D);
+        pages_init(&full, p, D);
+        /* incremental, one slot at a time, with a rollback in the middle */
+        kb_kvstream part;
+        kvstream_init(&part, s.dtype, D, n);
+        const kb_kernels *k = kk[trial % 2];
+        for (int j = 0; j < n; j++) {
+            kvstream_append_range(&part, &s, j, 1);
+            pages_sync(&inc, &part, k);
+            if (j == n / 2 && j >= 3) {
+                int back = j - 2;
+                kvstream_truncate(&part, back);
+                pages_truncate(&inc, &part, back, k);
+                kvstream_append_range(&part, &s, back, j + 1 - back);
+                pages_sync(&inc, &part, k);
+            }
+        }
+        pages_sync(&full, &s, kk[1 - trial % 2]);
+        CHECK_EQ_INT(pages_count(&inc), (n + p - 1) / p);
+        int ok = 1;
+        float *kr = malloc((size_t)D * sizeof(float));
+        for (int P = 0; P < pages_count(&inc); P++)
+            for (int d = 0; d < D; d++) {
+                /* definition: min/max over the page's real slots */
+                float mx = -INFINITY, mn = INFINITY;
+                for (int j = P * p; j < n && j < P * p + p; j++) {
+                    kvstream_get_f32(&s, j, kr, NULL);
+                    mx = kr[d] > mx ? kr[d] : mx;
+                    mn = kr[d] < mn ? kr[d] : mn;
+                }
+                ok &= inc.kmax[P * D + d] == mx && inc.kmin[P * D + d] == mn;
+                ok &= full.kmax[P * D + d] == mx && full.kmin[P * D + d] == mn;
+            }
+        CHECK_MSG(ok, "pages p=%d n=%d", p, n);
+        /* QUEST: the page bound is >= every true score q.k in its page */
+        float q[32];
+        for (int d = 0; d < D; d++) q[d] = nrand();
+        float *b1 = malloc((size_t)pages_count(&inc) * sizeof(float));
+        float *b2 = malloc((size_t)pages_count(&inc) * sizeof(float));
+        kb_ref_quest_scores(q, D, inc.kmax, inc.kmin, pages_count(&inc), b1);
+        kb_cpu_quest_scores(q, D, inc.kmax, inc.kmin, pages_count(&inc), b2);
+        for (int j = 0; j < n; j++) {
+            kvstream_get_f32(&s, j, kr, NULL);
+            double dot = 0;
+            for (int d = 0; d < D; d++) dot += (double)q[d] * kr[d];
+            CHECK_MSG(b1[j / p] >= dot - 1e-5 && b2[j / p] >= dot - 1e-5, "quest bound slot %d", j);
+        }
+        for (int P = 0; P < pages_count(&inc); P++) CHECK_CLOSE(b2[P], b1[P], 1e-5, 1e-5);
+        free(b1);
+        free(b2);
+        free(kr);
+        pages_free(&inc);
+        pages_free(&full);
+        kvstream_free(&s);
+        kvstream_free(&part);
+    }
+}
+
+static void test_hybrid_scores(void) {
+    for (int trial = 0; trial < 60; trial++) {
+        int D = 16 * (1 + trial % 4), G = 1 + trial % 4, p = 1 + trial % 4;
+        int n = 1 + (int)(urand() * 300), r = 1 + (int)(urand() * D);
+        kb_kvstream s;
+        fill_stream(&s, n, D, KB_F16);
+        kb_pages pg;
+        pages_init(&pg, p, D);
+        pages_sync(&pg, &s, &kb_kernels_cpu);
+        float *q = malloc((size_t)G * D * sizeof(float));
+        for (int i = 0; i < G * D; i++) q[i] = nrand();
+        if (trial % 5 == 0) q[0] = 0; /* a zero component and sign ties */
+        int np = (n + p - 1) / p;
+        float *a = malloc((size_t)np * sizeof(float)), *b = malloc((size_t)np * sizeof(float));
+        float *wa = malloc((size_t)G * np * sizeof(float)), *wb = malloc((size_t)G * np * sizeof(float));
+        int32_t da[128], db[128];
+        kb_ref_hybrid_scores(q, G, D, r, pg.kmax, pg.kmin, &s, n, p, a, wa, da);
+        kb_cpu_hybrid_scores(q, G, D, r, pg.kmax, pg.kmin, &s, n, p, b, wb, db);
+        CHECK_MSG(same_idx(da, r, db, r), "dims D=%d r=%d", D, r);
+        double mass = 0;
+        for (int P = 0; P < np; P++) {
+            CHECK_CLOSE(b[P], a[P], 1e-9, 2e-5);
+            mass += (double)a[P] * (P == np - 1 ? n - P * p : p);
+        }
+        CHECK_CLOSE(mass, 1.0, 1e-5, 0); /* the group score is a mean of distributions over slots */
+        for (int i = 0; i < G * np; i++) CHECK_CLOSE(wb[i], wa[i], 1e-9, 2e-5);
+        free(q);
+        free(a);
+        free(b);
+        free(wa);
+        free(wb);
+        pages_free(&pg);
+        kvstream_free(&s);
+    }
+}
+
+static void test_snapkv_scores_and_gather(void) {
+    for (int trial = 0; trial < 30; trial++) {
+        int D = 16 + 16 * (trial % 3), G = 1 + trial % 3, n = 1 + (int)(urand() * 200);
+        int nq = 1 + (int)(urand() * (n < 40 ? n : 40));
+        kb_kvstream s;
+        fill_stream(&s, n, D, trial % 2 ? KB_F16 : KB_BF16);
+        /* non-contiguous positions: the mask must follow positions, not slots */
+        for (int j = 0; j < n; j++) s.pos[j] = 3 * j + (j % 2);
+        int ldq = G * D;
+        float *Q = malloc((size_t)nq * ldq * sizeof(float));
+        int32_t *qp = malloc((size_t)nq * sizeof(int32_t));
+        for (int i = 0; i < nq * ldq; i++) Q[i] = nrand();
+        for (int i = 0; i < nq; i++) qp[i] = s.pos[n - nq + i];
+        qp[0] = -1; /* a row that sees nothing contributes nothing */
+        int npre = n - nq;
+        float *a = calloc((size_t)G * (npre + 1), sizeof(float)), *b = calloc((size_t)G * (npre + 1), sizeof(float));
+        float scale = 1.0f / sqrtf((float)D);
+        kb_ref_snapkv_scores(Q, nq, ldq, G, qp, &s, n, npre, scale, a, npre + 1);
+        kb_cpu_snapkv_scores(Q, nq, ldq, G, qp, &s, n, npre, scale, b, npre + 1);
+        for (int g = 0; g < G; g++)
+            for (int j = 0; j < npre; j++) CHECK_CLOSE(b[g * (npre + 1) + j], a[g * (npre + 1) + j], 1e-7, 1e-5);
+        /* gathered attention over a random subset with -1 holes */
+        int32_t idx[256];
+        int k = 0;
+        for (int j = 0; j < n; j++)
+            if (urand() < 0.3) idx[k++] = urand() < 0.2 ? -1 : j;
+        float *o1 = malloc((size_t)G * D * sizeof(float)), *o2 = malloc((size_t)G * D * sizeof(float));
+        kb_ref_attn_gather(Q, G, &s, idx, k, scale, o1);
+        kb_cpu_attn_gather(Q, G, &s, idx, k, scale, o2);
+        for (int i = 0; i < G * D; i++) CHECK_CLOSE(o2[i], o1[i], 1e-5, 1e-5);
+        int32_t none[2] = {-1, -1};
+        kb_cpu_attn_gather(Q, G, &s, none, 2, scale, o2);
+        CHECK(o2[0] == 0 && o2[G * D - 1] == 0);
+        free(o1);
+        free(o2);
+        free(Q);
+        free(qp);
+        free(a);
+        free(b);
+        kvstream_free(&s);
+    }
+}
+
+int main(void) {
+    test_topk();
+    test_topk_pages();
+    test_pool();
+    test_pages();
+    test_hybrid_scores();
+    test_snapkv_scores_and_gather();
+    CHECK(kernels_get() != NULL);
+    CHECK(kb_kernels_ref.topk == kb_ref_topk && kb_kernels_cpu.topk == kb_cpu_topk);
+    return check_summary("select");
+}
