@@ -428,9 +428,9 @@ static int build_niah(rctx *c, kb_rng *r, long units, kb_sample *s, int target, 
     } else if (!rc) {
         /* noise lines or distractor needles, with the needles inserted at
          * random line positions */
-        long n = units;
+        long n = units > nn ? units : nn; /* at least one line per needle */
         int *pos = KB_MALLOC((size_t)nn * sizeof *pos);
-        rng_sample(r, (int)(n > nn ? n : nn), nn, pos);
+        rng_sample(r, (int)n, nn, pos);
         for (int i = 1; i < nn; i++)
             for (int j = i; j > 0 && pos[j - 1] > pos[j]; j--) {
                 int t = pos[j];
@@ -531,8 +531,8 @@ static int vt_instance(rctx *c, kb_rng *r, long units, int name_len, char names[
         return rc;
     }
     int pos[5];
-    long n = units;
-    rng_sample(r, (int)(n > nv ? n : nv), nv, pos);
+    long n = units > nv ? units : nv; /* at least one noise line per statement */
+    rng_sample(r, (int)n, nv, pos);
     for (int i = 1; i < nv; i++)
         for (int j = i; j > 0 && pos[j - 1] > pos[j]; j--) {
             int t = pos[j];
