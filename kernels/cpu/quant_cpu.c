@@ -2,7 +2,7 @@
  *
  * kb_dequant: SIMD versions of the reference formulas, same floating-point
  * operations in the same order, so the results equal kb_dequant_ref bit for
- * bit (K-quants reuse the reference block decoders).
+ * bit.
  *
  * kb_matvec: the decode hot path, memory-bound. For the 32-element block
  * types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) x is quantised once per call to 8-bit
@@ -95,6 +95,56 @@ static inline void store_u8x32(const __m256i q, int is_signed, float d, float of
 }
 #endif
 
+/* Q4_K's 8 six-bit scales and mins from the 12 packed bytes (layout of
+ * spec engine.md §5, done four bytes at a time). */
+static inline void q4k_unpack(const uint8_t *s12, uint8_t sc[8], uint8_t mn[8]) {
+    uint32_t w0 = rd_u32(s12), w1 = rd_u32(s12 + 4), w2 = rd_u32(s12 + 8);
+    uint32_t sc_lo = w0 & 0x3f3f3f3fu, mn_lo = w1 & 0x3f3f3f3fu;
+    uint32_t sc_hi = (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u);
+    uint32_t mn_hi = ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u);
+    memcpy(sc, &sc_lo, 4);
+    memcpy(sc + 4, &sc_hi, 4);
+    memcpy(mn, &mn_lo, 4);
+    memcpy(mn + 4, &mn_hi, 4);
+}
+
+#ifdef __AVX2__
+/* The four 32-element groups of one Q6_K half (6-bit unsigned values):
+ * group 0 = low nibbles of ql[0..32) + bits 0-1 of qh, group 1 = low nibbles
+ * of ql[32..64) + bits 2-3, groups 2/3 the high nibbles + bits 4-5 / 6-7. */
+static inline void q6k_unpack(const uint8_t *ql, const uint8_t *qh, __m256i q[4]) {
+    const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
+    __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)ql);
+    __m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 32));
+    __m256i hb = _mm256_loadu_si256((const __m256i *)(const void *)qh);
+    q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
+    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4));
+}
+
+/* y[0..32) = s*(q - off) [- m], with s = s_lo for elements 0..15 and s_hi
+ * for 16..31; (q - off) is exact, then one rounding for the product and one
+ * for the subtraction of m when has_m (always done then: -0 - -0 is +0). */
+static inline void store_kquant32(__m256i q, float s_lo, float s_hi, float off, int has_m, float m,
+                                  float *y) {
+    __m128i halves[2] = {_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)};
+    for (int h = 0; h < 2; h++) {
+        __m256 vs = _mm256_set1_ps(h ? s_hi : s_lo);
+        for (int k = 0; k < 2; k++) {
+            __m128i b8 = k ? _mm_srli_si128(halves[h], 8) : halves[h];
+            __m256 f = _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b8)), _mm256_set1_ps(off));
+            f = _mm256_mul_ps(vs, f);
+            if (has_m) f = _mm256_sub_ps(f, _mm256_set1_ps(m));
+            _mm256_storeu_ps(y + 16 * h + 8 * k, f);
+        }
+    }
+}
+#endif
+
 void kb_dequant(uint32_t type, const void *src, float *dst, int64_t n) {
     const uint8_t *p = src;
 #ifdef __AVX2__
@@ -150,6 +200,41 @@ void kb_dequant(uint32_t type, const void *src, float *dst, int64_t n) {
             const uint8_t *blk = p + b * 24;
             __m256i q = _mm256_or_si256(nibbles32(blk + 8), q5_high_bits(rd_u32(blk + 4)));
             store_u8x32(q, 0, f16(blk), 0, 1, f16(blk + 2), dst + 32 * b);
+        }
+        return;
+    case GGML_Q4_K:
+        for (int64_t b = 0; b < n / 256; b++) {
+            const uint8_t *blk = p + b * 144, *qs = blk + 16;
+            float d = f16(blk), dmin = f16(blk + 2), *y = dst + 256 * b;
+            uint8_t sc[8], mn[8];
+            q4k_unpack(blk + 4, sc, mn);
+            for (int c = 0; c < 4; c++) {
+                __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * c));
+                __m256i lo = _mm256_and_si256(q, _mm256_set1_epi8(15));
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), _mm256_set1_epi8(15));
+                /* (d*sc)*q - dmin*mn, each product rounded, as the reference */
+                store_kquant32(lo, d * (float)sc[2 * c], d * (float)sc[2 * c], 0, 1, dmin * (float)mn[2 * c],
+                               y + 64 * c);
+                store_kquant32(hi, d * (float)sc[2 * c + 1], d * (float)sc[2 * c + 1], 0, 1,
+                               dmin * (float)mn[2 * c + 1], y + 64 * c + 32);
+            }
+        }
+        return;
+    case GGML_Q6_K:
+        for (int64_t b = 0; b < n / 256; b++) {
+            const uint8_t *blk = p + b * 210, *ql = blk, *qh = blk + 128;
+            const int8_t *sc = (const int8_t *)(blk + 192);
+            float d = f16(blk + 208), *y = dst + 256 * b;
+            __m256i q[4];
+            for (int h = 0; h < 2; h++) {
+                q6k_unpack(ql + 64 * h, qh + 32 * h, q);
+                for (int g = 0; g < 4; g++) {
+                    int is = 8 * h + 2 * g;
+                    /* (d*sc)*(q-32): elements 0..15 of the group use sc[is], 16..31 sc[is+1] */
+                    store_kquant32(q[g], d * (float)sc[is], d * (float)sc[is + 1], 32.0f, 0, 0.0f,
+                                   y + 128 * h + 32 * g);
+                }
+            }
         }
         return;
     default: break;
@@ -429,18 +514,6 @@ static void xq8k_quantise(const float *x, int cols, xq8k *out) {
     }
 }
 
-/* Q4_K's 8 six-bit scales and mins from the 12 packed bytes (layout of
- * spec engine.md §5, done four bytes at a time). */
-static inline void q4k_unpack(const uint8_t *s12, uint8_t sc[8], uint8_t mn[8]) {
-    uint32_t w0 = rd_u32(s12), w1 = rd_u32(s12 + 4), w2 = rd_u32(s12 + 8);
-    uint32_t sc_lo = w0 & 0x3f3f3f3fu, mn_lo = w1 & 0x3f3f3f3fu;
-    uint32_t sc_hi = (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u);
-    uint32_t mn_hi = ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u);
-    memcpy(sc, &sc_lo, 4);
-    memcpy(sc + 4, &sc_hi, 4);
-    memcpy(mn, &mn_lo, 4);
-    memcpy(mn + 4, &mn_hi, 4);
-}
 
 /* Q4_K row: per super-block d*dx*sum_k sc_k*sum(q*qx) - dmin*dx*sum_k mn_k*sum(qx). */
 static float row_q4_k(const uint8_t *w, const xq8k *x) {
@@ -501,7 +574,6 @@ static float row_q4_k(const uint8_t *w, const xq8k *x) {
 static float row_q6_k(const uint8_t *w, const xq8k *x) {
 #ifdef __AVX2__
     __m256 acc = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
 #else
     float acc = 0.0f;
 #endif
@@ -520,17 +592,8 @@ static float row_q6_k(const uint8_t *w, const xq8k *x) {
         _mm_prefetch((const char *)blk + PF_DIST + 192, _MM_HINT_T0);
         __m256i isum = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
-            __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 64 * h));
-            __m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 64 * h + 32));
-            __m256i hb = _mm256_loadu_si256((const __m256i *)(const void *)(qh + 32 * h));
             __m256i q[4];
-            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
-            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4));
-            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4));
-            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4));
+            q6k_unpack(ql + 64 * h, qh + 32 * h, q);
             for (int g = 0; g < 4; g++) {
                 const int8_t *xg = qx + 128 * h + 32 * g;
                 __m256i p = _mm256_maddubs_epi16(q[g], _mm256_load_si256((const __m256i *)(const void *)xg));
