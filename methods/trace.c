@@ -1,0 +1,177 @@
+/* trace.c - replay traces of one layer (trace.h). */
+#include "methods/trace.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "harness/atomic.h"
+#include "harness/json.h"
+#include "harness/npy.h"
+
+void trace_init(kb_trace *t, int Hq, int Hkv, int D, int max_new, int S, int layer) {
+    memset(t, 0, sizeof *t);
+    t->Hq = Hq;
+    t->Hkv = Hkv;
+    t->D = D;
+    t->max_new = max_new;
+    t->S = S;
+    t->layer = layer;
+}
+
+void trace_free(kb_trace *t) {
+    free(t->k);
+    free(t->v);
+    free(t->qwin);
+    free(t->q);
+    free(t->knew);
+    free(t->vnew);
+    memset(t, 0, sizeof *t);
+}
+
+int trace_set_prefill(kb_trace *t, const kb_prefill_view *pv, int W, kb_err *err) {
+    if (pv->Hq != t->Hq || pv->Hkv != t->Hkv || pv->D != t->D)
+        return kb_fail(err, KB_EINPUT, "trace: prefill view shape %d/%d/%d differs from the trace's %d/%d/%d",
+                       pv->Hq, pv->Hkv, pv->D, t->Hq, t->Hkv, t->D);
+    int L = pv->kv[0].n;
+    if (W > pv->Wq) W = pv->Wq;
+    if (W > L) W = L;
+    int Hkv = t->Hkv, D = t->D;
+    free(t->k);
+    free(t->v);
+    free(t->qwin);
+    t->L = L;
+    t->W = W;
+    t->k = KB_MALLOC(((size_t)L * Hkv * D + 1) * sizeof(float));
+    t->v = KB_MALLOC(((size_t)L * Hkv * D + 1) * sizeof(float));
+    for (int g = 0; g < Hkv; g++)
+        for (int j = 0; j < L; j++) {
+            if (pv->kv[g].pos[j] != j)
+                return kb_fail(err, KB_EINPUT, "trace: prefill slot %d of KV head %d holds position %d; a trace "
+                               "needs positions 0..L-1", j, g, pv->kv[g].pos[j]);
+            kvstream_get_f32(&pv->kv[g], j, t->k + ((size_t)j * Hkv + g) * D, t->v + ((size_t)j * Hkv + g) * D);
+        }
+    size_t row = (size_t)t->Hq * D;
+    t->qwin = KB_MALLOC(((size_t)W * row + 1) * sizeof(float));
+    memcpy(t->qwin, pv->qwin + (size_t)(pv->Wq - W) * row, (size_t)W * row * sizeof(float));
+    return 0;
+}
+
+void trace_add_step(kb_trace *t, const float *q, const float *k, const float *v) {
+    if (t->N == t->cap) {
+        t->cap = t->cap ? 2 * t->cap : 64;
+        t->q = KB_REALLOC(t->q, (size_t)t->cap * t->Hq * t->D * sizeof(float));
+        t->knew = KB_REALLOC(t->knew, (size_t)t->cap * t->Hkv * t->D * sizeof(float));
+        t->vnew = KB_REALLOC(t->vnew, (size_t)t->cap * t->Hkv * t->D * sizeof(float));
+    }
+    memcpy(t->q + (size_t)t->N * t->Hq * t->D, q, (size_t)t->Hq * t->D * sizeof(float));
+    memcpy(t->knew + (size_t)t->N * t->Hkv * t->D, k, (size_t)t->Hkv * t->D * sizeof(float));
+    memcpy(t->vnew + (size_t)t->N * t->Hkv * t->D, v, (size_t)t->Hkv * t->D * sizeof(float));
+    t->N++;
+}
+
+static void join(char *buf, size_t cap, const char *dir, const char *name) {
+    snprintf(buf, cap, "%s/%s", dir, name);
+}
+
+int trace_write(const char *dir, const kb_trace *t, kb_err *err) {
+    int rc = make_dirs(dir, err);
+    if (rc) return rc;
+    char path[4200];
+    kb_outset o;
+    outset_init(&o);
+    long sk[3] = {t->L, t->Hkv, t->D}, sw[3] = {t->W, t->Hq, t->D}, sq[3] = {t->N, t->Hq, t->D},
+         sn[3] = {t->N, t->Hkv, t->D};
+    static const float none[1] = {0};
+    struct {
+        const char *name;
+        const float *data;
+        const long *shape;
+    } files[] = {
+        {"k.npy", t->k, sk},          {"v.npy", t->v, sk},          {"qwin.npy", t->qwin, sw},
+        {"q.npy", t->N ? t->q : none, sq}, {"knew.npy", t->N ? t->knew : none, sn},
+        {"vnew.npy", t->N ? t->vnew : none, sn},
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0] && !rc; i++) {
+        join(path, sizeof path, dir, files[i].name);
+        rc = outset_add_npy(&o, path, files[i].data, 'f', 3, files[i].shape, err);
+    }
+    if (rc) return rc; /* outset_add aborted the set */
+    char meta[256];
+    int n = snprintf(meta, sizeof meta, "{\"max_new\": %d, \"S\": %d, \"layer\": %d}\n", t->max_new, t->S, t->layer);
+    join(path, sizeof path, dir, "meta.json");
+    if ((rc = outset_add(&o, path, meta, (size_t)n, err))) return rc;
+    return outset_commit(&o, err);
+}
+
+/* Reads dir/name as f32 [d0][d1][d2]; want[i] = -1 is free and filled in;
+ * dims names the three dimensions for messages. */
+static int read3(const char *dir, const char *name, const char *const dims[3], long want[3], float **out,
+                 kb_err *err) {
+    char path[4200];
+    join(path, sizeof path, dir, name);
+    kb_npy a;
+    int rc = npy_read_expect(path, 'f', 3, &a, err);
+    if (rc) return rc;
+    for (int i = 0; i < 3; i++) {
+        if (want[i] >= 0 && a.shape[i] != want[i]) {
+            kb_fail(err, KB_EINPUT, "%s: shape (%ld, %ld, %ld) does not match the trace: %s must be %ld", path,
+                    a.shape[0], a.shape[1], a.shape[2], dims[i], want[i]);
+            npy_free(&a);
+            return KB_EINPUT;
+        }
+        want[i] = a.shape[i];
+    }
+    *out = a.data; /* ownership moves to the trace */
+    return 0;
+}
+
+int trace_read(const char *dir, kb_trace *t, kb_err *err) {
+    memset(t, 0, sizeof *t);
+    long sk[3] = {-1, -1, -1};
+    static const char *const dk[3] = {"L", "Hkv", "D"};
+    static const char *const dw[3] = {"W", "Hq", "D"};
+    static const char *const dq[3] = {"N", "Hq", "D"};
+    static const char *const dn[3] = {"N", "Hkv", "D"};
+    int rc = read3(dir, "k.npy", dk, sk, &t->k, err);
+    long sv[3] = {sk[0], sk[1], sk[2]};
+    if (!rc) rc = read3(dir, "v.npy", dk, sv, &t->v, err);
+    long sw[3] = {-1, -1, sk[2]};
+    if (!rc) rc = read3(dir, "qwin.npy", dw, sw, &t->qwin, err);
+    long sq[3] = {-1, sw[1], sk[2]};
+    if (!rc) rc = read3(dir, "q.npy", dq, sq, &t->q, err);
+    long sn[3] = {sq[0], sk[1], sk[2]};
+    if (!rc) rc = read3(dir, "knew.npy", dn, sn, &t->knew, err);
+    long sn2[3] = {sq[0], sk[1], sk[2]};
+    if (!rc) rc = read3(dir, "vnew.npy", dn, sn2, &t->vnew, err);
+    if (rc) {
+        trace_free(t);
+        return rc;
+    }
+    t->L = (int)sk[0];
+    t->Hkv = (int)sk[1];
+    t->D = (int)sk[2];
+    t->W = (int)sw[0];
+    t->Hq = (int)sw[1];
+    t->N = t->cap = (int)sq[0];
+    char path[4200];
+    join(path, sizeof path, dir, "k.npy");
+    if (t->L < 1 || t->Hkv < 1 || t->D < 1)
+        rc = kb_fail(err, KB_EINPUT, "%s: need L >= 1, Hkv >= 1, D >= 1, got (%d, %d, %d)", path, t->L, t->Hkv, t->D);
+    join(path, sizeof path, dir, "qwin.npy");
+    if (!rc && (t->Hq < t->Hkv || t->Hq % t->Hkv))
+        rc = kb_fail(err, KB_EINPUT, "%s: Hq = %d query heads is not a multiple of Hkv = %d KV heads", path, t->Hq,
+                     t->Hkv);
+    if (!rc && (t->W < 1 || t->W > t->L))
+        rc = kb_fail(err, KB_EINPUT, "%s: W = %d window queries, expected 1 <= W <= L = %d", path, t->W, t->L);
+    cJSON *meta = NULL;
+    join(path, sizeof path, dir, "meta.json");
+    if (!rc) rc = json_load_file(path, &meta, err);
+    long v;
+    if (!rc && !cJSON_IsObject(meta)) rc = kb_fail(err, KB_EINPUT, "%s: expected a JSON object", path);
+    if (!rc && !(rc = json_get_int(meta, path, "max_new", 1, 0, 1 << 24, 0, &v, err))) t->max_new = (int)v;
+    if (!rc && !(rc = json_get_int(meta, path, "S", 1, 1, 1 << 30, 0, &v, err))) t->S = (int)v;
+    if (!rc && !(rc = json_get_int(meta, path, "layer", 0, 0, 1 << 20, 0, &v, err))) t->layer = (int)v;
+    cJSON_Delete(meta);
+    if (rc) trace_free(t);
+    return rc;
+}
