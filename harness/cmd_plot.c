@@ -213,6 +213,28 @@ static int cmp_dbl(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* Heatmap column of a row: the generator's nominal length (target tokens, or
+ * haystack words for the needle task), else the measured context. */
+static double heat_x(const kb_table *smp, int q) {
+    const char *len = table_get(smp, q, "target_tokens");
+    if (!*len) len = table_get(smp, q, "context_words");
+    if (!*len) len = table_get(smp, q, "context_tokens");
+    return atof(len);
+}
+
+/* Mean measured context tokens of the rows in column x (tick labels). */
+static double heat_tokens(const kb_table *smp, const char *label, const char *budget, double x) {
+    double sum = 0;
+    int n = 0;
+    for (int q = 0; q < smp->nrow; q++)
+        if (*table_get(smp, q, "depth") && !strcmp(table_get(smp, q, "label"), label) &&
+            !strcmp(table_get(smp, q, "budget"), budget) && fabs(heat_x(smp, q) - x) < 1e-9) {
+            sum += atof(table_get(smp, q, "context_tokens"));
+            n++;
+        }
+    return n ? sum / n : 0;
+}
+
 static void heatmaps(plotctx *pc, const kb_table *smp) {
     for (int r = 0; r < smp->nrow; r++) {
         if (!*table_get(smp, r, "depth")) continue;
@@ -228,9 +250,7 @@ static void heatmaps(plotctx *pc, const kb_table *smp) {
             if (!*table_get(smp, q, "depth") || strcmp(table_get(smp, q, "label"), label) ||
                 strcmp(table_get(smp, q, "budget"), budget))
                 continue;
-            const char *len = table_get(smp, q, "target_tokens");
-            if (!*len) len = table_get(smp, q, "context_tokens");
-            if (nx < 255) dbl_index(xs, &nx, atof(len));
+            if (nx < 255) dbl_index(xs, &nx, heat_x(smp, q));
             if (ny < 255) dbl_index(ys, &ny, atof(table_get(smp, q, "depth")));
         }
         qsort(xs, (size_t)nx, sizeof(double), cmp_dbl);
@@ -241,9 +261,7 @@ static void heatmaps(plotctx *pc, const kb_table *smp) {
             if (!*table_get(smp, q, "depth") || strcmp(table_get(smp, q, "label"), label) ||
                 strcmp(table_get(smp, q, "budget"), budget))
                 continue;
-            const char *len = table_get(smp, q, "target_tokens");
-            if (!*len) len = table_get(smp, q, "context_tokens");
-            int xi = dbl_index(xs, &nx, atof(len)), yi = dbl_index(ys, &ny, atof(table_get(smp, q, "depth")));
+            int xi = dbl_index(xs, &nx, heat_x(smp, q)), yi = dbl_index(ys, &ny, atof(table_get(smp, q, "depth")));
             sum[yi * nx + xi] += 100 * atof(table_get(smp, q, "score"));
             cnt[yi * nx + xi]++;
         }
@@ -262,10 +280,11 @@ static void heatmaps(plotctx *pc, const kb_table *smp) {
             if (!atomic_commit(&a, NULL)) {
                 char xt[4096] = "", yt[4096] = "", vars[9000];
                 size_t o = 0;
-                for (int i = 0; i < nx; i++)
-                    o += (size_t)snprintf(xt + o, sizeof xt - o, "%s\"%.0f\" %d", i ? "," : "", xs[i], i);
+                for (int i = 0; i < nx && o < sizeof xt - 64; i++)
+                    o += (size_t)snprintf(xt + o, sizeof xt - o, "%s\"%.0f\" %d", i ? "," : "",
+                                          heat_tokens(smp, label, budget, xs[i]), i);
                 o = 0;
-                for (int i = 0; i < ny; i++)
+                for (int i = 0; i < ny && o < sizeof yt - 64; i++)
                     o += (size_t)snprintf(yt + o, sizeof yt - o, "%s\"%.2f\" %d", i ? "," : "", ys[i], i);
                 snprintf(vars, sizeof vars,
                          "ttl='Needle accuracy by depth and length: %s, budget %s (%s)'\nnx=%d\nny=%d\n"

@@ -38,8 +38,9 @@
 #include "methods/prefill.h"
 
 const char *const kb_samples_cols[] = {
-    "seq", "task", "sample", "turn", "method", "label", "params", "budget", "budget_mode",
-    "context_tokens", "target_tokens", "depth", "metric", "score", "prediction", "answers",
+    "seq", "task", "sample", "turn", "kind", "method", "label", "params", "budget", "budget_mode",
+    "context_tokens", "target_tokens", "context_words", "depth", "metric", "score", "metric2", "score2",
+    "prediction", "answers",
     "prompt_tokens", "new_tokens", "prefill_ms", "decode_ms_per_token", "attn_ms_per_token",
     "tokens_resident", "bytes_resident", "tokeq_read_per_step", "bytes_read_per_step",
     "compression_ratio", "recall", "mass_covered", "out_rel_err", "kl_vs_full", "top1_vs_full"};
@@ -71,8 +72,10 @@ typedef struct turn_out {
     long mark;           /* methodset mark after the prompt's last token */
 } turn_out;
 
+/* Greedy decode: stops at an end-of-generation token, after max_new tokens,
+ * or when the decoded text ends with `stop` (if non-NULL). */
 static int decode_turn(drv *d, kb_methodset *ms, int32_t first, int pos0, int max_new,
-                       turn_out *o) {
+                       const char *stop, turn_out *o) {
     const kb_model *m = d->m;
     kb_attn_backend be = methodset_backend(ms);
     memset(o, 0, sizeof *o);
@@ -80,8 +83,13 @@ static int decode_turn(drv *d, kb_methodset *ms, int32_t first, int pos0, int ma
     int32_t tok = first;
     int pos = pos0;
     double read_tokeq = 0, read_bytes = 0, attended = 0;
+    size_t slen = stop ? strlen(stop) : 0, tlen = 0, tcap = 256;
+    char *text = slen ? KB_MALLOC(tcap) : NULL; /* decoded so far, for the stop string */
     for (int i = 0; i < max_new; i++) {
-        if (interrupted) return 130;
+        if (interrupted) {
+            free(text);
+            return 130;
+        }
         double t0 = kb_now(), a0 = d->f->t_attn;
         forward_decode(d->f, tok, pos++, &be);
         o->t_decode += kb_now() - t0;
@@ -98,7 +106,16 @@ static int decode_turn(drv *d, kb_methodset *ms, int32_t first, int pos0, int ma
         if (tokenizer_is_eog(m->tok, next)) break;
         o->gen[o->n_gen++] = next;
         tok = next;
+        if (slen) {
+            char piece[256];
+            int pl = KB_MIN(tokenizer_piece(m->tok, next, 0, piece, sizeof piece), (int)sizeof piece);
+            if (tlen + (size_t)pl + 1 > tcap) text = KB_REALLOC(text, tcap = 2 * (tlen + (size_t)pl + 1));
+            memcpy(text + tlen, piece, (size_t)pl);
+            tlen += (size_t)pl;
+            if (tlen >= slen && !memcmp(text + tlen - slen, stop, slen)) break;
+        }
     }
+    free(text);
     if (o->steps) {
         o->acc.read_tokeq = read_tokeq / o->steps;
         o->acc.read_bytes = read_bytes / o->steps;
@@ -116,9 +133,8 @@ static char *answers_json(const kb_turn *t) {
 }
 
 static void add_row(drv *d, long seq, const kb_sample *s, int t, const kb_cell *c, int ctx_tokens,
-                    int prompt_tokens, double prefill_s, const turn_out *o, const char *pred,
-                    double score) {
-    char b[32][64];
+                    int prompt_tokens, double prefill_s, const turn_out *o, const char *pred) {
+    char b[20][64];
     const kb_turn *tu = &s->turns[t];
     char *ans = answers_json(tu);
     int k = 0;
@@ -127,6 +143,7 @@ static void add_row(drv *d, long seq, const kb_sample *s, int t, const kb_cell *
     v[k++] = s->task;
     v[k++] = s->id;
     v[k++] = fmt_long(b[1], 64, t);
+    v[k++] = tu->kind[0] ? tu->kind : s->task;
     v[k++] = c->p.ops->name;
     v[k++] = c->p.label;
     v[k++] = c->params_json;
@@ -134,9 +151,12 @@ static void add_row(drv *d, long seq, const kb_sample *s, int t, const kb_cell *
     v[k++] = c->p.budget_mode == KB_BUDGET_TOPK ? "topk" : "traffic";
     v[k++] = fmt_long(b[3], 64, ctx_tokens);
     v[k++] = s->target_tokens >= 0 ? fmt_long(b[4], 64, s->target_tokens) : "";
+    v[k++] = s->context_words >= 0 ? fmt_long(b[18], 64, s->context_words) : "";
     v[k++] = s->depth >= 0 ? fmt_double(b[5], 64, s->depth) : "";
     v[k++] = tu->metric;
-    v[k++] = fmt_double(b[6], 64, score);
+    v[k++] = fmt_double(b[6], 64, turn_score(s, t, pred));
+    v[k++] = tu->metric2;
+    v[k++] = tu->metric2[0] ? fmt_double(b[17], 64, turn_score2(s, t, pred, 1)) : "";
     v[k++] = pred;
     v[k++] = ans;
     v[k++] = fmt_long(b[7], 64, prompt_tokens);
@@ -152,13 +172,6 @@ static void add_row(drv *d, long seq, const kb_sample *s, int t, const kb_cell *
     for (int i = 0; i < 5; i++) v[k++] = ""; /* fidelity columns: filled when enabled */
     table_add(&d->rows, v);
     free(ans);
-}
-
-static double score_turn(const kb_sample *s, int t, const char *pred) {
-    const kb_turn *tu = &s->turns[t];
-    const kb_metric *mt = metric_find(tu->metric);
-    return mt->score(pred, (const char *const *)tu->answers, tu->n_answers,
-                     (const char *const *)s->all_classes, s->n_classes);
 }
 
 static int max_new_of(const kb_sample *s) {
@@ -204,11 +217,11 @@ static int run_cell(drv *d, long seq, const kb_sample *s, const kb_cell *c, cons
             if (!rc) rc = methodset_end_turn(ms, err);
             double tp = kb_now() - t0;
             turn_out o = {0};
-            if (!rc) rc = decode_turn(d, ms, req.ids[req.n - 1], P + req.n - 1, s->turns[t].max_new, &o);
+            if (!rc) rc = decode_turn(d, ms, req.ids[req.n - 1], P + req.n - 1, s->turns[t].max_new,
+                                       s->turns[t].stop, &o);
             if (!rc) {
                 char *pred = tokenizer_decode(d->m->tok, o.gen, o.n_gen, 0);
-                add_row(d, seq, s, t, c, P + req.n, req.n, sp->prefill_s + tp, &o, pred,
-                        score_turn(s, t, pred));
+                add_row(d, seq, s, t, c, P + req.n, req.n, sp->prefill_s + tp, &o, pred);
                 free(pred);
             }
             free(o.gen);
@@ -249,11 +262,10 @@ static int run_cell(drv *d, long seq, const kb_sample *s, const kb_cell *c, cons
             if (rc) break;
         }
         turn_out o = {0};
-        rc = decode_turn(d, ms, first, pos, s->turns[t].max_new, &o);
+        rc = decode_turn(d, ms, first, pos, s->turns[t].max_new, s->turns[t].stop, &o);
         if (!rc) {
             char *pred = tokenizer_decode(d->m->tok, o.gen, o.n_gen, 0);
-            add_row(d, seq, s, t, c, pos + 1, prompt_tokens, prefill_s, &o, pred,
-                    score_turn(s, t, pred));
+            add_row(d, seq, s, t, c, pos + 1, prompt_tokens, prefill_s, &o, pred);
             free(prev_answer);
             const kb_turn *tu = &s->turns[t];
             prev_answer = kb_strdup(d->cfg->own_answers ? pred
@@ -436,6 +448,18 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
     snprintf(runjson, sizeof runjson, "%s/run.json", out);
     kb_runinfo ri;
     runinfo_init(&ri, &cfg, d.m, model_spec, o);
+    {
+        const char **prov = KB_CALLOC((size_t)samples.n + 1, sizeof *prov);
+        int np = 0;
+        for (int i = 0; i < samples.n; i++) {
+            const char *p = samples.v[i].provenance;
+            int seen = !p;
+            for (int k = 0; k < np && !seen; k++) seen = !strcmp(prov[k], p);
+            if (!seen) prov[np++] = p;
+        }
+        runinfo_set_data(&ri, prov, np, samples.n);
+        free(prov);
+    }
     if (file_exists(runjson)) {
         if (!o->resume && !o->force) {
             rc = kb_fail(err, KB_EINPUT, "%s already holds a run: use --resume to continue it, "

@@ -150,6 +150,14 @@ int runinfo_check_same(const kb_runinfo *r, const char *path, kb_err *err) {
     return rc;
 }
 
+void runinfo_set_data(kb_runinfo *r, const char *const *provenance, int n, int n_samples) {
+    cJSON_DeleteItemFromObjectCaseSensitive(r->j, "data");
+    cJSON *d = cJSON_AddObjectToObject(r->j, "data");
+    cJSON_AddNumberToObject(d, "samples", n_samples);
+    cJSON *a = cJSON_AddArrayToObject(d, "provenance");
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateString(provenance[i]));
+}
+
 int runinfo_write(kb_runinfo *r, const char *path, const char *status, kb_err *err) {
     cJSON_DeleteItemFromObjectCaseSensitive(r->j, "status");
     cJSON_AddStringToObject(r->j, "status", status);

@@ -8,6 +8,6 @@ if (fmt eq "svg") {
     set output out.".png"
 }
 set grid lc rgb "#dddddd"
-set key outside right top box
+set key outside right top box noenhanced
 set style line 1 lw 2 pt 7 ps 1.0
 set border lw 1
