@@ -1,0 +1,230 @@
+/* test_npy.c - the strict .npy reader/writer (harness/npy.h) and replay
+ * traces (methods/trace.h): round trips, versions 1.0/2.0/3.0, and every
+ * malformation the reader must reject with a message naming the file and
+ * the problem. (numpy-written files are read in tests/py/test_replay.py.) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "harness/npy.h"
+#include "methods/trace.h"
+
+static char dir[256];
+
+static void write_raw(const char *name, const char *hdr_dict, int major, size_t data_bytes) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    size_t hl = strlen(hdr_dict);
+    fwrite("\x93NUMPY", 1, 6, f);
+    unsigned char v[2] = {(unsigned char)major, 0};
+    fwrite(v, 1, 2, f);
+    if (major == 1) {
+        unsigned char l[2] = {(unsigned char)(hl & 255), (unsigned char)(hl >> 8)};
+        fwrite(l, 1, 2, f);
+    } else {
+        unsigned char l[4] = {(unsigned char)(hl & 255), (unsigned char)(hl >> 8), 0, 0};
+        fwrite(l, 1, 4, f);
+    }
+    fwrite(hdr_dict, 1, hl, f);
+    for (size_t i = 0; i < data_bytes; i++) fputc(0, f);
+    fclose(f);
+}
+
+static void expect_bad(const char *name, const char *needle) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    kb_npy a;
+    kb_err e = {0};
+    int rc = npy_read(path, &a, &e);
+    CHECK_MSG(rc == KB_EINPUT, "%s: rc %d", name, rc);
+    CHECK_MSG(strstr(e.msg, path) && strstr(e.msg, needle), "%s: message '%s' lacks '%s'", name, e.msg, needle);
+}
+
+static void test_roundtrip(void) {
+    float f[24];
+    int32_t ints[6] = {-1, 0, 1, 2, 3, 2147483647};
+    for (int i = 0; i < 24; i++) f[i] = (float)i * 0.5f - 3;
+    long s3[3] = {2, 3, 4}, s1[1] = {6}, s0[1] = {0};
+    char path[512];
+    kb_err e = {0};
+    kb_npy a;
+    snprintf(path, sizeof path, "%s/a.npy", dir);
+    CHECK_EQ_INT(npy_write(path, f, 'f', 3, s3, &e), 0);
+    CHECK_EQ_INT(npy_read_expect(path, 'f', 3, &a, &e), 0);
+    CHECK(a.shape[0] == 2 && a.shape[1] == 3 && a.shape[2] == 4 && a.count == 24);
+    CHECK(!memcmp(a.data, f, sizeof f));
+    npy_free(&a);
+    /* header + data length is a multiple of 64 (format 1.0 alignment) */
+    struct stat st;
+    stat(path, &st);
+    CHECK_EQ_INT((st.st_size - 24 * 4) % 64, 0);
+    snprintf(path, sizeof path, "%s/b.npy", dir);
+    CHECK_EQ_INT(npy_write(path, ints, 'i', 1, s1, &e), 0);
+    CHECK_EQ_INT(npy_read_expect(path, 'i', 1, &a, &e), 0);
+    CHECK(a.count == 6 && ((int32_t *)a.data)[5] == 2147483647);
+    npy_free(&a);
+    CHECK_EQ_INT(npy_read_expect(path, 'f', 1, &a, &e), KB_EINPUT);
+    CHECK(strstr(e.msg, "expected dtype '<f4'") != NULL);
+    CHECK_EQ_INT(npy_read_expect(path, 'i', 2, &a, &e), KB_EINPUT);
+    CHECK(strstr(e.msg, "expected 2 dimensions, got shape (6)") != NULL);
+    snprintf(path, sizeof path, "%s/c.npy", dir);
+    CHECK_EQ_INT(npy_write(path, f, 'f', 1, s0, &e), 0);
+    CHECK_EQ_INT(npy_read(path, &a, &e), 0);
+    CHECK(a.ndim == 1 && a.count == 0);
+    npy_free(&a);
+    /* versions 2.0 and 3.0 (4-byte header length), keys in another order, double quotes */
+    write_raw("v2.npy", "{\"shape\": (2,), 'fortran_order': False, 'descr': '<f4'}\n", 2, 8);
+    write_raw("v3.npy", "{'descr': '<i4', 'fortran_order': False, 'shape': (1, 2), }   \n", 3, 8);
+    snprintf(path, sizeof path, "%s/v2.npy", dir);
+    CHECK_EQ_INT(npy_read(path, &a, &e), 0);
+    CHECK(a.type == 'f' && a.ndim == 1 && a.shape[0] == 2);
+    npy_free(&a);
+    snprintf(path, sizeof path, "%s/v3.npy", dir);
+    CHECK_EQ_INT(npy_read(path, &a, &e), 0);
+    CHECK(a.type == 'i' && a.ndim == 2 && a.shape[1] == 2);
+    npy_free(&a);
+    write_raw("scalar.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (), }\n", 1, 4);
+    snprintf(path, sizeof path, "%s/scalar.npy", dir);
+    CHECK_EQ_INT(npy_read(path, &a, &e), 0);
+    CHECK(a.ndim == 0 && a.count == 1);
+    npy_free(&a);
+}
+
+static void test_malformed(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/magic.npy", dir);
+    FILE *f = fopen(path, "wb");
+    fputs("PK\x03\x04 not numpy at all", f);
+    fclose(f);
+    expect_bad("magic.npy", "bad magic");
+    write_raw("ver.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }\n", 4, 4);
+    expect_bad("ver.npy", "version 4.0 not supported");
+    write_raw("f8.npy", "{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }\n", 1, 8);
+    expect_bad("f8.npy", "descr '<f8' not supported");
+    write_raw("be.npy", "{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }\n", 1, 4);
+    expect_bad("be.npy", "descr '>f4' not supported");
+    write_raw("fo.npy", "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }\n", 1, 16);
+    expect_bad("fo.npy", "fortran_order is True");
+    write_raw("short.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }\n", 1, 40);
+    expect_bad("short.npy", "data holds 40 bytes, the shape needs 48");
+    write_raw("long.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }\n", 1, 16);
+    expect_bad("long.npy", "data holds 16 bytes, the shape needs 12");
+    write_raw("nokey.npy", "{'descr': '<f4', 'shape': (3,), }\n", 1, 12);
+    expect_bad("nokey.npy", "misses 'fortran_order'");
+    write_raw("extra.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), 'x': 1}\n", 1, 12);
+    expect_bad("extra.npy", "unexpected key 'x'");
+    write_raw("dup.npy", "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (3,)}\n", 1, 12);
+    expect_bad("dup.npy", "'descr' given twice");
+    write_raw("shape.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (3, -1), }\n", 1, 12);
+    expect_bad("shape.npy", "non-negative integers");
+    write_raw("tuple.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': [3], }\n", 1, 12);
+    expect_bad("tuple.npy", "'shape' must be a tuple");
+    write_raw("notdict.npy", "['descr', '<f4']\n", 1, 0);
+    expect_bad("notdict.npy", "not a dict");
+    write_raw("trail.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), } junk\n", 1, 12);
+    expect_bad("trail.npy", "unexpected text after the dict");
+    /* header length pointing past the end of the file */
+    snprintf(path, sizeof path, "%s/hlen.npy", dir);
+    f = fopen(path, "wb");
+    fwrite("\x93NUMPY\x01\x00\xff\x7f{", 1, 11, f);
+    fclose(f);
+    expect_bad("hlen.npy", "header length 32767 exceeds the file");
+    kb_npy a;
+    kb_err e = {0};
+    snprintf(path, sizeof path, "%s/missing.npy", dir);
+    CHECK_EQ_INT(npy_read(path, &a, &e), KB_EINPUT);
+    CHECK(strstr(e.msg, "cannot open") != NULL);
+}
+
+static void test_trace(void) {
+    int Hq = 4, Hkv = 2, D = 8, L = 20, W = 6;
+    kb_kvstream kv[2];
+    float k[8], v[8];
+    for (int g = 0; g < Hkv; g++) {
+        kvstream_init(&kv[g], KB_F32, D, L);
+        for (int j = 0; j < L; j++) {
+            for (int d = 0; d < D; d++) {
+                k[d] = (float)(j * 100 + g * 10 + d);
+                v[d] = -k[d];
+            }
+            kvstream_append_f32(&kv[g], k, v, j);
+        }
+    }
+    float qwin[8 * 4 * 8];
+    int32_t qp[8];
+    for (int i = 0; i < 8 * Hq * D; i++) qwin[i] = (float)i;
+    for (int i = 0; i < 8; i++) qp[i] = L - 8 + i;
+    kb_prefill_view pv = {Hq, Hkv, D, kv, 8, qwin, qp};
+    kb_trace t, r;
+    kb_err e = {0};
+    trace_init(&t, Hq, Hkv, D, 7, 27, 3);
+    CHECK_EQ_INT(trace_set_prefill(&t, &pv, W, &e), 0);
+    float q[32], kn[16], vn[16];
+    for (int s = 0; s < 3; s++) {
+        for (int i = 0; i < 32; i++) q[i] = (float)(s * 1000 + i);
+        for (int i = 0; i < 16; i++) kn[i] = vn[i] = (float)(s * 7 + i);
+        trace_add_step(&t, q, kn, vn);
+    }
+    char td[512];
+    snprintf(td, sizeof td, "%s/trace", dir);
+    CHECK_EQ_INT(trace_write(td, &t, &e), 0);
+    CHECK_EQ_INT(trace_read(td, &r, &e), 0);
+    CHECK(r.L == L && r.W == W && r.N == 3 && r.Hq == Hq && r.Hkv == Hkv && r.D == D);
+    CHECK(r.max_new == 7 && r.S == 27 && r.layer == 3);
+    CHECK(!memcmp(r.k, t.k, sizeof(float) * L * Hkv * D) && !memcmp(r.v, t.v, sizeof(float) * L * Hkv * D));
+    CHECK(r.k[(5 * Hkv + 1) * D + 2] == 5 * 100 + 10 + 2); /* [L][Hkv][D] layout */
+    CHECK(r.qwin[0] == qwin[(8 - W) * Hq * D]);                /* the last W queries */
+    CHECK(!memcmp(r.q, t.q, sizeof(float) * 3 * Hq * D) && !memcmp(r.vnew, t.vnew, sizeof(float) * 3 * Hkv * D));
+    trace_free(&r);
+    /* malformed traces: shapes that disagree, bad meta */
+    char path[600];
+    long bad[3] = {4, Hq, D};
+    snprintf(path, sizeof path, "%s/knew.npy", td);
+    CHECK_EQ_INT(npy_write(path, t.knew, 'f', 3, bad, &e), 0); /* Hq instead of Hkv */
+    CHECK_EQ_INT(trace_read(td, &r, &e), KB_EINPUT);
+    CHECK_MSG(strstr(e.msg, "knew.npy: shape (4, 4, 8) does not match the trace: N must be 3"), "%s", e.msg);
+    CHECK_EQ_INT(trace_write(td, &t, &e), 0);
+    snprintf(path, sizeof path, "%s/meta.json", td);
+    FILE *f = fopen(path, "w");
+    fputs("{\"max_new\": 7}", f);
+    fclose(f);
+    CHECK_EQ_INT(trace_read(td, &r, &e), KB_EINPUT);
+    CHECK_MSG(strstr(e.msg, "meta.json: missing required key 'S'"), "%s", e.msg);
+    f = fopen(path, "w");
+    fputs("{\"max_new\": 7, \"S\": -3}", f);
+    fclose(f);
+    CHECK_EQ_INT(trace_read(td, &r, &e), KB_EINPUT);
+    CHECK_MSG(strstr(e.msg, "key 'S': expected an integer in [1, "), "%s", e.msg);
+    f = fopen(path, "w");
+    fputs("{\"max_new\": 7, ", f);
+    fclose(f);
+    CHECK_EQ_INT(trace_read(td, &r, &e), KB_EINPUT);
+    CHECK_MSG(strstr(e.msg, "meta.json:1:") != NULL, "%s", e.msg);
+    snprintf(path, sizeof path, "%s/q.npy", td);
+    unlink(path);
+    CHECK_EQ_INT(trace_read(td, &r, &e), KB_EINPUT);
+    CHECK_MSG(strstr(e.msg, "q.npy: cannot open"), "%s", e.msg);
+    /* a write into a path that cannot be a directory leaves nothing behind */
+    snprintf(path, sizeof path, "%s/afile", dir);
+    f = fopen(path, "w");
+    fclose(f);
+    CHECK(trace_write(path, &t, &e) != 0);
+    trace_free(&t);
+    kvstream_free(&kv[0]);
+    kvstream_free(&kv[1]);
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/kvbench_test_npy_%ld", (long)getpid());
+    mkdir(dir, 0777);
+    test_roundtrip();
+    test_malformed();
+    test_trace();
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd)) fprintf(stderr, "cleanup of %s failed\n", dir);
+    return check_summary("npy");
+}
