@@ -1,0 +1,240 @@
+"""kvbench replay against the independent NumPy implementations in
+tests/reference/methods_ref.py, on traces written by NumPy itself.
+
+Selections must be identical (slot sets per step and row, stage-1 kept
+positions); a difference is accepted only as a near tie of the reference's
+scores (relative 1e-5, never an exact tie, which the index rule decides), at
+most 2% of rows. Outputs: |out - ref| <= 1e-4 (f32 kernels with a 2e-7
+relative fast exp vs float64, values of order 1, sums of <= 10^3 terms).
+Malformed traces and bad parameters must exit 2 with a message naming the
+file / method / key, and leave --out untouched."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
+import methods_ref as ref  # noqa: E402
+
+BIN = os.environ.get("KVBENCH_BIN")
+pytestmark = pytest.mark.skipif(not BIN or not os.path.exists(BIN), reason="KVBENCH_BIN not built")
+
+OUT_TOL = 1e-4
+
+CONFIGS = [
+    {"method": "full"},
+    {"method": "exact_topk", "budget": 48},
+    {"method": "exact_topk", "budget": 48, "gqa": "group_sum"},
+    {"method": "snapkv", "budget": 64},
+    {"method": "snapkvpp", "budget": 64},
+    {"method": "snapkvpp", "budget": 64, "pooling": "avg", "kernel": 5, "gqa": "group_mean"},
+    {"method": "snapkvpp", "budget": 64, "kernel": "adaptive", "kernel_by_length": [[200, 3], [5000, 9]]},
+    {"method": "quest", "budget": 64},
+    {"method": "quest", "budget": 64, "gqa": "group_sum", "budget_mode": "topk"},
+    {"method": "sparq", "budget": 64},
+    {"method": "sparq", "budget": 64, "gqa": "per_head", "reallocate_mean_v": True, "local_window": 4},
+    {"method": "hybrid", "budget": 64},
+    {"method": "hybrid", "budget": 64, "page_size": 4},
+    {"method": "rocketkv", "budget": 64},
+    {"method": "rocketkv", "budget": 64, "alpha": 0.5, "budget_mode": "topk"},
+    {"method": "rocketkv", "budget": 32, "window": 16, "r": 5},
+    {"method": "rocketkv_mt", "budget": 64},
+]
+
+TRACES = {
+    # name: (seed, L, W, N, Hq, Hkv, D, kind)
+    "gqa": (1, 300, 64, 6, 8, 2, 32, "random"),
+    "mha_needle": (2, 1000, 40, 3, 4, 4, 16, "needle"),
+    "ties": (3, 150, 32, 4, 6, 3, 16, "ties"),
+}
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory):
+    base = tmp_path_factory.mktemp("traces")
+    out = {}
+    for name, (seed, L, W, N, Hq, Hkv, D, kind) in TRACES.items():
+        t = ref.make_trace(np.random.default_rng(seed), L, W, N, Hq, Hkv, D, kind)
+        d = str(base / name)
+        ref.save_trace(d, t)
+        out[name] = (d, t)
+    return out
+
+
+def replay(trace_dir, out_dir, cfg=None, extra=()):
+    args = [BIN, "replay", "--trace", trace_dir, "--out", out_dir]
+    if cfg is not None:
+        args += ["--config", json.dumps(cfg)]
+    args += list(extra)
+    return subprocess.run(args, capture_output=True, text=True, timeout=120)
+
+
+def load(out_dir):
+    r = {"out": np.load(os.path.join(out_dir, "out.npy")),
+         "selected": np.load(os.path.join(out_dir, "selected.npy"))}
+    kp = os.path.join(out_dir, "kept.npy")
+    r["kept"] = np.load(kp) if os.path.exists(kp) else None
+    with open(os.path.join(out_dir, "stats.json")) as f:
+        r["stats"] = json.load(f)
+    return r
+
+
+@pytest.mark.parametrize("tname", list(TRACES))
+@pytest.mark.parametrize("ci", range(len(CONFIGS)))
+def test_replay_matches_reference(traces, tmp_path, tname, ci):
+    cfg = CONFIGS[ci]
+    d, t = traces[tname]
+    p = replay(d, str(tmp_path / "o"), cfg)
+    assert p.returncode == 0, p.stderr
+    got = load(str(tmp_path / "o"))
+    want = ref.run_method(t, cfg)
+    N, Hq, D = t["q"].shape
+    assert got["out"].shape == (N, Hq, D) and got["out"].dtype == np.float32
+    assert got["selected"].dtype == np.int32 and got["selected"].shape[:2] == want["selected"].shape[:2]
+    near = rows = 0
+    diverged = False
+    # stage 1
+    if want["kept"] is None:
+        assert got["kept"] is None
+    else:
+        assert got["kept"].shape == want["kept"].shape, (got["kept"].shape, want["kept"].shape)
+        for r in range(want["kept"].shape[0]):
+            rows += 1
+            a, b = got["kept"][r], want["kept"][r]
+            if np.array_equal(a, b):
+                continue
+            npre, pooled = want["kept_scores"][r]
+            assert npre > 0, f"row {r}: kept sets differ without eviction"
+            m = ref.sets_match(a[a < npre], b[b < npre], pooled)
+            assert m and np.array_equal(a[a >= npre], b[b >= npre]), f"row {r}: stage 1 kept set differs"
+            near += 1
+            diverged = True  # the caches differ from here on: stop comparing steps
+    if not diverged:
+        for i in range(N):
+            ws = want["selected"][i]
+            for r in range(ws.shape[0]):
+                rows += 1
+                a = got["selected"][i, r]
+                b = ws[r]
+                a, b = a[a >= 0], b[b >= 0]
+                sc = None if want["scores"][i] is None else want["scores"][i][r]
+                m = ref.sets_match(a, b, sc)
+                assert m, f"step {i} row {r}: selected {a[:10]}... vs reference {b[:10]}..."
+                if m == "near":
+                    near += 1
+                    diverged = True
+            if diverged:
+                break
+            err = np.abs(got["out"][i] - want["out"][i]).max()
+            assert err <= OUT_TOL, f"step {i}: output error {err}"
+    assert near * 50 <= max(rows, 50), f"{near} near ties in {rows} rows"
+    # budget parameters in stats.json
+    st = got["stats"]
+    assert st["method"] == cfg["method"]
+    for key in ("prompt_budget", "p", "r", "k", "P", "n_pages", "T"):
+        if key in want["budget"] and want["budget"][key] is not None:
+            assert st["budget"][key] == want["budget"][key], (key, st["budget"][key], want["budget"][key])
+    assert len(st["steps"]) == N
+    assert all(s["read_tokeq"] >= 0 and s["resident_bytes"] > 0 for s in st["steps"])
+
+
+def test_param_flags_and_f16(traces, tmp_path):
+    """--method/--budget/--param give the same result as --config; f16 storage runs too."""
+    d, t = traces["gqa"]
+    a = replay(d, str(tmp_path / "a"), {"method": "rocketkv", "budget": 64, "alpha": 0.5})
+    b = replay(d, str(tmp_path / "b"), None, ["--method", "rocketkv", "--budget", "64", "--param", "alpha=0.5"])
+    assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
+    ra, rb = load(str(tmp_path / "a")), load(str(tmp_path / "b"))
+    assert np.array_equal(ra["out"], rb["out"]) and np.array_equal(ra["selected"], rb["selected"])
+    c = replay(d, str(tmp_path / "c"), None, ["--method", "sparq", "--budget", "64", "--kv-dtype", "f16"])
+    assert c.returncode == 0, c.stderr
+    assert load(str(tmp_path / "c"))["stats"]["kv_dtype"] == "f16"
+
+
+def bad_trace(src, dst, mutate):
+    os.makedirs(dst, exist_ok=True)
+    for f in os.listdir(src):
+        with open(os.path.join(src, f), "rb") as a, open(os.path.join(dst, f), "wb") as b:
+            b.write(a.read())
+    mutate(dst)
+
+
+def _write(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+MALFORMED = [
+    ("missing q.npy", lambda d: os.remove(os.path.join(d, "q.npy")), "q.npy: cannot open"),
+    ("bad magic", lambda d: _write(os.path.join(d, "k.npy"), b"not an npy file at all"), "k.npy: not a .npy file"),
+    ("float64", lambda d: np.save(os.path.join(d, "v.npy"), np.zeros((300, 2, 32))), "v.npy: .npy descr '<f8' not supported"),
+    ("shape", lambda d: np.save(os.path.join(d, "knew.npy"), np.zeros((6, 8, 32), np.float32)),
+     "knew.npy: shape (6, 8, 32) does not match the trace: Hkv must be 2"),
+    ("fortran", lambda d: np.save(os.path.join(d, "qwin.npy"), np.asfortranarray(np.zeros((64, 8, 32), np.float32))),
+     "qwin.npy: .npy fortran_order is True"),
+    ("truncated", lambda d: _write(os.path.join(d, "q.npy"), open(os.path.join(d, "q.npy"), "rb").read()[:-7]),
+     "q.npy: .npy data holds"),
+    ("meta S", lambda d: _write(os.path.join(d, "meta.json"), b'{"max_new": 6}'), "meta.json: missing required key 'S'"),
+    ("meta json", lambda d: _write(os.path.join(d, "meta.json"), b'{"max_new": 6,'), "meta.json:1:"),
+    ("W > L", lambda d: np.save(os.path.join(d, "qwin.npy"), np.zeros((301, 8, 32), np.float32)),
+     "qwin.npy: W = 301 window queries, expected 1 <= W <= L = 300"),
+]
+
+
+@pytest.mark.parametrize("case", range(len(MALFORMED)))
+def test_malformed_trace(traces, tmp_path, case):
+    name, mutate, msg = MALFORMED[case]
+    d = str(tmp_path / "t")
+    bad_trace(traces["gqa"][0], d, mutate)
+    out = tmp_path / "o"
+    p = replay(d, str(out), {"method": "rocketkv", "budget": 64})
+    assert p.returncode == 2, (name, p.returncode, p.stderr)
+    assert msg in p.stderr, (name, p.stderr)
+    assert p.stderr.startswith("kvbench replay: ")
+    assert not out.exists() or not any(out.iterdir())
+
+
+BAD_PARAMS = [
+    (["--method", "foo", "--budget", "64"], "key 'method': unknown method 'foo'"),
+    (["--method", "quest", "--budget", "64", "--param", "kernel=7"], "method 'quest': unknown key 'kernel'"),
+    (["--method", "snapkv", "--budget", "-5"], "--budget expects an integer"),
+    (["--config", '{"method": "snapkv", "budget": -5}'], "method 'snapkv': key 'budget': expected an integer in [1, "),
+    (["--method", "snapkvpp", "--budget", "64", "--param", "kernel=4"],
+     "method 'snapkvpp': key 'kernel': expected an odd integer >= 1 or \"adaptive\", got 4"),
+    (["--method", "rocketkv", "--budget", "8"], "method 'rocketkv': key 'budget': expected an integer >= 16, got 8"),
+    (["--method", "hybrid"], "method 'hybrid': missing required key 'budget'"),
+    (["--method", "rocketkv", "--budget", "64", "--param", "r=40"], "method 'rocketkv': key 'r': 40 exceeds the head dim D = 32"),
+    (["--method", "rocketkv", "--budget", "64", "--param", "alpha"], "--param expects key=value"),
+    (["--method", "rocketkv", "--budget", "64", "--frobnicate"], "unknown or incomplete option"),
+    (["--config", "[1,2]"], "--config: expected a JSON object"),
+]
+
+
+@pytest.mark.parametrize("case", range(len(BAD_PARAMS)))
+def test_bad_parameters(traces, tmp_path, case):
+    extra, msg = BAD_PARAMS[case]
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "out.npy").write_bytes(b"stale")
+    p = replay(traces["gqa"][0], str(out), None, extra)
+    assert p.returncode == 2, (extra, p.returncode, p.stderr)
+    assert msg in p.stderr, (extra, p.stderr)
+    assert sorted(os.listdir(out)) == ["out.npy"] and (out / "out.npy").read_bytes() == b"stale"
+
+
+def test_skip_layers_uses_full(traces, tmp_path):
+    d, t = traces["gqa"]
+    meta = os.path.join(str(tmp_path / "t"), "meta.json")
+    bad_trace(d, str(tmp_path / "t"), lambda x: _write(os.path.join(x, "meta.json"),
+                                                        b'{"max_new": 6, "S": 306, "layer": 1}'))
+    p = replay(str(tmp_path / "t"), str(tmp_path / "o"), {"method": "rocketkv", "budget": 64, "skip_layers": 2})
+    assert p.returncode == 0, p.stderr
+    got = load(str(tmp_path / "o"))
+    assert got["stats"]["dense_because_skip_layers"] is True
+    full = ref.run_method(t, {"method": "full"})
+    assert np.abs(got["out"] - full["out"]).max() <= OUT_TOL
+    assert os.path.exists(meta)
