@@ -113,7 +113,7 @@ static const kb_kvstream *rk_cache(void *state, int row, int *n_rows) {
 static int rk_extend(void *state, const kb_prefill_view *pv, kb_err *err) {
     rk_state *st = state;
     const kb_kernels *kk = kernels_get();
-    int rc = mc_check_view(&st->c, pv, 0, err);
+    int rc = mc_check_view(&st->c, pv, st->c.p.window, err);
     if (!rc)
         rc = snap_recompress(&st->cfg, kk, st->c.ctx.Hq, st->c.ctx.Hkv, st->c.ctx.D, st->s,
                              st->c.ctx.Hkv, pv, &st->info, "rocketkv", err);

@@ -205,7 +205,7 @@ const kb_kvstream *snapm_cache(void *state, int row, int *n_rows) {
 
 int snapm_extend(void *state, const kb_prefill_view *pv, kb_err *err) {
     snapm_state *st = state;
-    int rc = mc_check_view(&st->c, pv, 0, err);
+    int rc = mc_check_view(&st->c, pv, st->c.p.window, err);
     if (!rc)
         rc = snap_recompress(&st->cfg, kernels_get(), st->c.ctx.Hq, st->c.ctx.Hkv, st->c.ctx.D, st->s,
                              st->rows, pv, &st->info, st->c.who, err);
