@@ -165,6 +165,9 @@ typedef struct kb_method_ops {
     long (*mark)(void *state);
     void (*rollback)(void *state, long mark);
 
+    /* The last decode step's accounting (resident figures are current). The
+     * selected / selected_pos / budget pointers stay valid until the next
+     * decode, rollback, extend or destroy of this state. */
     void (*account)(void *state, kb_account *acc);
     void (*destroy)(void *state);
 } kb_method_ops;

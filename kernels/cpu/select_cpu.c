@@ -306,11 +306,18 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const float *kmax
     size_t ld = (size_t)pad16(np);
     float *sc = KB_MALLOC((size_t)G * ld * sizeof(float));
     float *vals = KB_MALLOC((size_t)r * sizeof(float));
-    float *row = p == 1 ? KB_MALLOC((size_t)D * sizeof(float)) : NULL;
+    uint16_t *half = p == 1 ? KB_MALLOC((size_t)r * sizeof(uint16_t)) : NULL;
     for (int P = 0; P < np; P++) {
         if (p == 1) {
-            simd_cvt_row(s->dtype, kvstream_krow(s, P), row, D);
-            for (int t = 0; t < r; t++) vals[t] = row[dims[t]];
+            /* only the r chosen dims of the key are read (SparQ's traffic) */
+            if (s->dtype == KB_F32) {
+                const float *kr = kvstream_krow(s, P);
+                for (int t = 0; t < r; t++) vals[t] = kr[dims[t]];
+            } else {
+                const uint16_t *kr = kvstream_krow(s, P);
+                for (int t = 0; t < r; t++) half[t] = kr[dims[t]];
+                simd_cvt_row(s->dtype, half, vals, r);
+            }
         } else {
             const float *mx = kmax + (size_t)P * D, *mn = kmin + (size_t)P * D;
             for (int t = 0; t < r; t++) vals[t] = pos[dims[t]] ? mx[dims[t]] : mn[dims[t]];
@@ -347,5 +354,5 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const float *kmax
     free(qI);
     free(sc);
     free(vals);
-    free(row);
+    free(half);
 }
