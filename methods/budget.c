@@ -119,7 +119,7 @@ int budget_sparq(kb_budget_mode mode, int B, int S, int N_new, int D, int r_topk
 int budget_quest(kb_budget_mode mode, int B, int L, int D, kb_budget *b, kb_err *err) {
     budget_clear(b);
     if (B < 1) return kb_fail(err, KB_EINPUT, "quest: key 'budget': expected an integer >= 1, got %d", B);
-    if (L < 1) return kb_fail(err, KB_EINPUT, "quest: prompt length L must be >= 1, got %d", L);
+    if (L < 0) return kb_fail(err, KB_EINPUT, "quest: prompt length L must be >= 0, got %d", L);
     b->mode = mode;
     b->B = B;
     b->L = L;

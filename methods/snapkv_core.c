@@ -63,9 +63,10 @@ int snap_compress(const kb_snap_cfg *cfg, const kb_kernels *kk, int Hq, int Hkv,
     if (rows != (per_head ? Hq : Hkv))
         return kb_fail(err, KB_ERUNTIME, "%s: stage 1 got %d rows, expected %d", who, rows,
                        per_head ? Hq : Hkv);
-    if (cfg->budget < 1)
-        return kb_fail(err, KB_EINPUT, "%s: prompt budget %d leaves no room for the prompt "
-                       "(check budget, max_new and the context length)", who, cfg->budget);
+    for (int i = 0; i < rows; i++)
+        if (cfg->budget < 1 && src[i]->n > cfg->budget)
+            return kb_fail(err, KB_EINPUT, "%s: prompt budget %d leaves no room for the prompt "
+                           "(check budget, max_new and the context length)", who, cfg->budget);
     size_t ldq = (size_t)Hq * D;
     int32_t *idx = KB_MALLOC((size_t)(cfg->budget > 0 ? cfg->budget : 1) * sizeof(int32_t));
     kb_snap_info last = {0, 0, 0};

@@ -278,6 +278,31 @@ void kb_cpu_quest_scores(const float *q, int D, const float *kmax, const float *
     }
 }
 
+/* Top-r of D double keys (higher first, ties to the lower index), ascending
+ * output: a sorted insertion list, O(D·r) with D a head dim (<= 256). */
+static void topk_small_double(const double *key, int D, int r, int32_t *out) {
+    int c = 0;
+    for (int d = 0; d < D; d++) {
+        if (c == r && !(key[d] > key[out[c - 1]])) continue; /* equal: the earlier index stays */
+        int t = c < r ? c++ : r - 1;
+        while (t > 0 && key[d] > key[out[t - 1]]) {
+            out[t] = out[t - 1];
+            t--;
+        }
+        out[t] = d;
+    }
+    /* ascending index order */
+    for (int i = 1; i < c; i++) {
+        int32_t v = out[i];
+        int j = i;
+        while (j > 0 && out[j - 1] > v) {
+            out[j] = out[j - 1];
+            j--;
+        }
+        out[j] = v;
+    }
+}
+
 /* ---- hybrid approximate scores ---- */
 
 void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const float *kmax,
@@ -287,19 +312,22 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const float *kmax
     if (r < 1) r = 1;
     int np = (n + p - 1) / p;
     if (np <= 0) return;
-    float *absum = KB_MALLOC((size_t)D * sizeof(float));
+    double *absum = KB_MALLOC((size_t)D * sizeof(double));
     int32_t *dims = KB_MALLOC((size_t)D * sizeof(int32_t));
     char *pos = KB_MALLOC((size_t)D);
     for (int d = 0; d < D; d++) {
-        float a = 0, sum = 0;
+        /* in double, sums of a few floats are exact: dims are ranked by the
+         * exact mean |q| and the sign is the exact sign of the sum, so neither
+         * depends on rounding (ties go to the lower dim) */
+        double a = 0, sum = 0;
         for (int g = 0; g < G; g++) {
-            a += fabsf(q[(size_t)g * D + d]);
+            a += fabs((double)q[(size_t)g * D + d]);
             sum += q[(size_t)g * D + d];
         }
-        absum[d] = a; /* the sum ranks the dims as the mean does */
+        absum[d] = a;
         pos[d] = sum > 0;
     }
-    kb_cpu_topk(absum, D, r, dims);
+    topk_small_double(absum, D, r, dims);
     float *qI = KB_MALLOC((size_t)G * r * sizeof(float));
     for (int g = 0; g < G; g++)
         for (int t = 0; t < r; t++) qI[(size_t)g * r + t] = q[(size_t)g * D + dims[t]];

@@ -373,7 +373,11 @@ def sets_match(a, b, score, tol=1e-5):
     if len(a) != len(b) or score is None:
         return ""
     kth = min(score[j] for j in b)
-    slack = tol * max(abs(kth), 1e-300)
+    finite = np.abs(np.asarray(score, dtype=np.float64))
+    finite = finite[np.isfinite(finite)]
+    top = max(1.0, float(finite.max()) if len(finite) else 1.0)
+    # relative slack at the boundary plus values f32 cannot tell from 0
+    slack = tol * abs(kth) + 1e-30 * top
     ia, ib = a - b, b - a
     if any(not (score[j] >= kth - slack) for j in ia) or any(not (score[j] <= kth + slack) for j in ib):
         return ""

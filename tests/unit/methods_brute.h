@@ -70,8 +70,11 @@ void br_rocket_split(int S, int B, int N_new, int D, double alpha_or_neg, int *T
 /* Compares an implementation's chosen set a[0..na) with the reference's
  * b[0..nb) (both candidate indices, ascending). Equal -> 1. Otherwise, with
  * tol > 0, accepts (returns 2) when every differing element lies within tol
- * (relative to the k-th best reference score) of the boundary: a near tie
- * that float rounding can decide either way. Returns 0 on a real mismatch. */
+ * (relative to the k-th best reference score, plus 1e-30 of the largest
+ * score: values f32 cannot tell from 0) of the boundary: a near tie that
+ * float rounding can decide either way; never two elements the reference
+ * scores exactly equal (the index rule decides those). Returns 0 on a real
+ * mismatch. */
 int br_sets_match(const int *a, int na, const int *b, int nb, const double *score, int ncand,
                   double tol);
 

@@ -1,7 +1,8 @@
 /* test_method.c - every method against the brute-force references
  * (methods_brute.c, method_harness.c) on random and structured tensors, for
  * the head shapes Hq/Hkv/D = 9/3/64, 32/8/128 and 32/32/128, prompt lengths
- * L in {1, 2, 15, 16, 17, 100, 1000} (10000 with one shape and few steps),
+ * L in {0, 1, 2, 15, 16, 17, 100, 1000} (10000 with one shape and few steps; L = 0 is
+ * a one-token prompt, whose prefill of prompt[:-1] is empty),
  * with partial pages and exact ties.
  *
  * Selected sets must be identical; a difference is accepted only as a near
@@ -26,7 +27,7 @@ static void run(const char *json, int Hq, int Hkv, int D, int L, int N, int kind
     scen s;
     scen_make(&s, Hq, Hkv, D, L, N, kind, seed);
     char label[512];
-    snprintf(label, sizeof label, "%s Hq=%d Hkv=%d D=%d L=%d kind=%d", json, Hq, Hkv, D, L, kind);
+    snprintf(label, sizeof label, "%s Hq=%d Hkv=%d D=%d L=%d kind=%d seed=%llu", json, Hq, Hkv, D, L, kind, seed);
     mh_result r;
     int bad = mh_compare(json, &s, OUT_TOL, label, &r);
     CHECK_MSG(bad == 0, "%s: %d problems", label, bad);
@@ -57,7 +58,7 @@ static const char *const methods[] = {
 
 int main(void) {
     static const int shapes[3][3] = {{9, 3, 64}, {32, 8, 128}, {32, 32, 128}};
-    static const int lens[] = {1, 2, 15, 16, 17, 100, 1000};
+    static const int lens[] = {0, 1, 2, 15, 16, 17, 100, 1000};
     char json[256];
     unsigned long long seed = 1;
     for (size_t m = 0; m < sizeof methods / sizeof methods[0]; m++) {

@@ -77,11 +77,11 @@ void scen_make(scen *s, int Hq, int Hkv, int D, int L, int N, int kind, unsigned
             for (int h = 0; h < Hq; h++)
                 for (int d = 0; d < D; d++) s->q[((size_t)i * Hq + h) * D + d] += 6 * u[(h / G) * D + d];
         float amp = (float)(4 * sqrt((double)D));
-        if (kind == K_NEEDLE) {
+        if (kind == K_NEEDLE && L > 0) {
             s->needle = L / 3;
             for (int g = 0; g < Hkv; g++)
                 for (int d = 0; d < D; d++) s->k[((size_t)s->needle * Hkv + g) * D + d] = amp * u[g * D + d];
-        } else {
+        } else if (kind == K_SINK) {
             for (int t = 0; t < 4 && t < L; t++)
                 for (int g = 0; g < Hkv; g++)
                     for (int d = 0; d < D; d++)

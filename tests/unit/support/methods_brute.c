@@ -162,9 +162,10 @@ int br_hybrid(const br_hist *h, int g, const float *q, int nh, const int *list, 
     double *absmean = calloc((size_t)D, sizeof(double)), *qsum = calloc((size_t)D, sizeof(double));
     for (int a = 0; a < nh; a++)
         for (int d = 0; d < D; d++) {
-            absmean[d] += fabs(q[(size_t)a * D + d]) / nh;
+            absmean[d] += fabs(q[(size_t)a * D + d]);
             qsum[d] += q[(size_t)a * D + d];
         }
+    for (int d = 0; d < D; d++) absmean[d] /= nh; /* exact sum of floats, one rounding */
     int *dims = malloc((size_t)D * sizeof(int));
     int nr = br_topk(absmean, D, r, dims);
     double *grp = calloc((size_t)n + 1, sizeof(double)), *w = malloc(((size_t)n + 1) * sizeof(double));
@@ -293,7 +294,14 @@ int br_sets_match(const int *a, int na, const int *b, int nb, const double *scor
     double kth = INFINITY;
     for (int i = 0; i < nb; i++)
         if (score[b[i]] < kth) kth = score[b[i]];
-    double slack = tol * (fabs(kth) > 1e-300 ? fabs(kth) : 1e-300);
+    /* relative slack at the boundary, plus an absolute floor: scores below
+     * 1e-30 of the largest finite score are numerically zero in f32 (the
+     * implementation's exp underflows below e^-87), where every candidate
+     * ties and the lowest indices win */
+    double top = 0;
+    for (int i = 0; i < ncand; i++)
+        if (isfinite(score[i]) && fabs(score[i]) > top) top = fabs(score[i]);
+    double slack = tol * fabs(kth) + 1e-30 * (top > 1 ? top : 1);
     char *inb = calloc((size_t)ncand + 1, 1), *ina = calloc((size_t)ncand + 1, 1);
     for (int i = 0; i < nb; i++) inb[b[i]] = 1;
     for (int i = 0; i < na; i++) {
