@@ -14,6 +14,7 @@ int cmd_plot(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 int cmd_prompts(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
 
 /* Shared helpers for the subcommands (harness/cli.c). */
 /* The model to use: --model/-m value, else $KVBENCH_MODEL, else the default

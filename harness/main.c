@@ -25,6 +25,7 @@ static const subcommand subcommands[] = {
     {"merge", cmd_merge, "join the shards of a sweep into one run"},
     {"prompts", cmd_prompts, "write the samples a config's tasks generate, as JSONL"},
     {"tokenize", cmd_tokenize, "print token ids of text (or --decode ids) with a model's tokenizer"},
+    {"logits", cmd_logits, "next-token logits of a token sequence as .npy (engine checks)"},
 };
 
 static void usage(FILE *f) {
