@@ -34,6 +34,8 @@
 #include "harness/render.h"
 #include "harness/runinfo.h"
 #include "harness/table.h"
+#include "harness/wrapbe.h"
+#include "methods/params.h"
 #include "methods/methodset.h"
 #include "methods/prefill.h"
 
@@ -52,8 +54,24 @@ static void on_sigint(int sig) {
     interrupted = 1;
 }
 
+/* Full KV's greedy run of a sample's first turn (fidelity reference):
+ * tokens fed ([0] = the prompt's last token) and the logits of every step. */
+typedef struct fid_ref {
+    int32_t *tok;
+    float *logits; /* [steps][n_vocab] */
+    int steps;
+} fid_ref;
+
+typedef struct fid_vals {
+    int have;
+    double recall, mass, rel_err, kl, top1;
+} fid_vals;
+
 typedef struct drv {
     const kb_sweep_config *cfg;
+    const kb_sweep_opts *opts;
+    char out_dir[1024];
+    fid_ref ref;
     kb_model *m;
     kb_forward *f;
     kb_renderer rend;
@@ -74,10 +92,10 @@ typedef struct turn_out {
 
 /* Greedy decode: stops at an end-of-generation token, after max_new tokens,
  * or when the decoded text ends with `stop` (if non-NULL). */
-static int decode_turn(drv *d, kb_methodset *ms, int32_t first, int pos0, int max_new,
-                       const char *stop, turn_out *o) {
+static int decode_turn(drv *d, kb_methodset *ms, kb_attn_backend *via, int32_t first, int pos0,
+                       int max_new, const char *stop, turn_out *o) {
     const kb_model *m = d->m;
-    kb_attn_backend be = methodset_backend(ms);
+    kb_attn_backend be = via ? *via : methodset_backend(ms);
     memset(o, 0, sizeof *o);
     o->gen = KB_MALLOC((size_t)(max_new + 1) * sizeof(int32_t));
     int32_t tok = first;
@@ -133,7 +151,8 @@ static char *answers_json(const kb_turn *t) {
 }
 
 static void add_row(drv *d, long seq, const kb_sample *s, int t, const kb_cell *c, int ctx_tokens,
-                    int prompt_tokens, double prefill_s, const turn_out *o, const char *pred) {
+                    int prompt_tokens, double prefill_s, const turn_out *o, const char *pred,
+                    const fid_vals *fv) {
     char b[20][64];
     const kb_turn *tu = &s->turns[t];
     char *ans = answers_json(tu);
@@ -169,7 +188,10 @@ static void add_row(drv *d, long seq, const kb_sample *s, int t, const kb_cell *
     v[k++] = fmt_double(b[14], 64, o->acc.read_tokeq);
     v[k++] = fmt_double(b[15], 64, o->acc.read_bytes);
     v[k++] = fmt_double(b[16], 64, o->acc.resident_tokens > 0 ? ctx_tokens / o->acc.resident_tokens : 0);
-    for (int i = 0; i < 5; i++) v[k++] = ""; /* fidelity columns: filled when enabled */
+    char fb[5][64];
+    double fx[5] = {fv ? fv->recall : 0, fv ? fv->mass : 0, fv ? fv->rel_err : 0, fv ? fv->kl : 0,
+                    fv ? fv->top1 : 0};
+    for (int i = 0; i < 5; i++) v[k++] = fv && fv->have ? fmt_double(fb[i], 64, fx[i]) : "";
     table_add(&d->rows, v);
     free(ans);
 }
@@ -187,8 +209,33 @@ typedef struct sample_prep {
     int L;              /* first turn's prompt tokens (incl. the decoded last one) */
 } sample_prep;
 
+/* Teacher-forced fidelity (methods.md §10): the method decodes Full KV's
+ * tokens of the first turn; KL of next-token distributions and top-1
+ * agreement against Full KV's logits, averaged over the steps. */
+static int teacher_forced(drv *d, const kb_cell *c, const kb_method_ctx *ctx, fid_vals *fv,
+                          kb_err *err) {
+    if (!d->ref.steps) return 0;
+    kb_methodset *ms;
+    int rc = methodset_build(&c->p, ctx, &d->pf, &ms, err);
+    if (rc) return rc;
+    kb_attn_backend be = methodset_backend(ms);
+    int V = d->m->hp.n_vocab, pos = ctx->L_prompt - 1;
+    double kl = 0, top1 = 0;
+    for (int i = 0; i < d->ref.steps; i++) {
+        forward_decode(d->f, d->ref.tok[i], pos + i, &be);
+        const float *r = d->ref.logits + (size_t)i * V;
+        kl += fidelity_kl(r, d->f->logits, V);
+        top1 += fidelity_top1_agree(r, d->f->logits, V);
+    }
+    fv->kl = kl / d->ref.steps;
+    fv->top1 = top1 / d->ref.steps;
+    fv->have = 1;
+    methodset_free(ms);
+    return 0;
+}
+
 static int run_cell(drv *d, long seq, const kb_sample *s, const kb_cell *c, const sample_prep *sp,
-                    kb_err *err) {
+                    int tracing, kb_err *err) {
     const kb_hparams *hp = &d->m->hp;
     kb_method_ctx ctx = {0};
     ctx.n_layers = hp->n_layer;
@@ -217,11 +264,11 @@ static int run_cell(drv *d, long seq, const kb_sample *s, const kb_cell *c, cons
             if (!rc) rc = methodset_end_turn(ms, err);
             double tp = kb_now() - t0;
             turn_out o = {0};
-            if (!rc) rc = decode_turn(d, ms, req.ids[req.n - 1], P + req.n - 1, s->turns[t].max_new,
+            if (!rc) rc = decode_turn(d, ms, NULL, req.ids[req.n - 1], P + req.n - 1, s->turns[t].max_new,
                                        s->turns[t].stop, &o);
             if (!rc) {
                 char *pred = tokenizer_decode(d->m->tok, o.gen, o.n_gen, 0);
-                add_row(d, seq, s, t, c, P + req.n, req.n, sp->prefill_s + tp, &o, pred);
+                add_row(d, seq, s, t, c, P + req.n, req.n, sp->prefill_s + tp, &o, pred, NULL);
                 free(pred);
             }
             free(o.gen);
@@ -262,10 +309,46 @@ static int run_cell(drv *d, long seq, const kb_sample *s, const kb_cell *c, cons
             if (rc) break;
         }
         turn_out o = {0};
-        rc = decode_turn(d, ms, first, pos, s->turns[t].max_new, s->turns[t].stop, &o);
+        fid_vals fv = {0};
+        kb_fid_be fw;
+        kb_trace_be tw;
+        kb_trace tr;
+        kb_attn_backend via = methodset_backend(ms);
+        int fid = t == 0 && d->cfg->fidelity, trace = t == 0 && tracing;
+        if (fid) via = fid_be_wrap(&fw, via, ms, &d->pf);
+        if (trace) {
+            trace_init(&tr, ctx.Hq, ctx.Hkv, ctx.D, ctx.N_new, ctx.S, d->opts->dump_trace_layer);
+            kb_prefill_view pv = prefill_view(&d->pf, d->opts->dump_trace_layer);
+            rc = trace_set_prefill(&tr, &pv, KB_MIN(d->cfg->window_max, pv.Wq), err);
+            via = trace_be_wrap(&tw, via, &tr);
+        }
+        if (!rc) rc = decode_turn(d, ms, &via, first, pos, s->turns[t].max_new, s->turns[t].stop, &o);
+        if (fid) {
+            if (!rc && fw.failed) {
+                *err = fw.err;
+                rc = KB_ERUNTIME;
+            }
+            if (!rc && fw.n) {
+                fv.have = 1;
+                fv.recall = fw.recall / fw.n;
+                fv.mass = fw.mass / fw.n;
+                fv.rel_err = fw.rel_err / fw.n;
+            }
+            fid_be_free(&fw);
+            if (!rc) rc = teacher_forced(d, c, &ctx, &fv, err);
+        }
+        if (trace) {
+            if (!rc) {
+                char dir[1400];
+                snprintf(dir, sizeof dir, "%s/traces/%ld_%s_%s_L%d", d->out_dir, seq, s->task, s->id,
+                         d->opts->dump_trace_layer);
+                rc = trace_write(dir, &tr, err);
+            }
+            trace_free(&tr);
+        }
         if (!rc) {
             char *pred = tokenizer_decode(d->m->tok, o.gen, o.n_gen, 0);
-            add_row(d, seq, s, t, c, pos + 1, prompt_tokens, prefill_s, &o, pred);
+            add_row(d, seq, s, t, c, pos + 1, prompt_tokens, prefill_s, &o, pred, fid ? &fv : NULL);
             free(prev_answer);
             const kb_turn *tu = &s->turns[t];
             prev_answer = kb_strdup(d->cfg->own_answers ? pred
@@ -375,6 +458,49 @@ static int gen_samples(drv *d, kb_sample_list *all, kb_err *err) {
     return 0;
 }
 
+static void fid_ref_free(fid_ref *r) {
+    free(r->tok);
+    free(r->logits);
+    memset(r, 0, sizeof *r);
+}
+
+/* Full KV's greedy first turn, teacher-forcing reference of the fidelity
+ * columns (the reference is by definition the exact cache: method "full"). */
+static int fid_reference(drv *d, const kb_sample *s, const sample_prep *sp, kb_err *err) {
+    fid_ref_free(&d->ref);
+    kb_method_params p;
+    int rc = method_params_default(method_find("full"), -1, &p, err);
+    const kb_hparams *hp = &d->m->hp;
+    kb_method_ctx ctx = {0};
+    ctx.n_layers = hp->n_layer;
+    ctx.Hq = hp->n_head;
+    ctx.Hkv = hp->n_head_kv;
+    ctx.D = hp->head_dim;
+    ctx.kv_dtype = d->cfg->kv_dtype;
+    ctx.n_ctx = hp->n_ctx_train;
+    ctx.N_new = max_new_of(s);
+    ctx.L_prompt = sp->L;
+    ctx.S = KB_MIN(sp->L + ctx.N_new, ctx.n_ctx);
+    kb_methodset *ms = NULL;
+    if (!rc) rc = methodset_build(&p, &ctx, &d->pf, &ms, err);
+    if (rc) return rc;
+    kb_attn_backend be = methodset_backend(ms);
+    int max_new = s->turns[0].max_new, V = hp->n_vocab;
+    d->ref.tok = KB_MALLOC((size_t)(max_new + 1) * sizeof(int32_t));
+    d->ref.logits = KB_MALLOC((size_t)max_new * V * sizeof(float));
+    int32_t tok = sp->first.ids[sp->L - 1];
+    for (int i = 0; i < max_new; i++) {
+        d->ref.tok[i] = tok;
+        forward_decode(d->f, tok, sp->L - 1 + i, &be);
+        memcpy(d->ref.logits + (size_t)i * V, d->f->logits, (size_t)V * sizeof(float));
+        d->ref.steps++;
+        tok = logits_argmax(d->f->logits, V);
+        if (tokenizer_is_eog(d->m->tok, tok)) break;
+    }
+    methodset_free(ms);
+    return 0;
+}
+
 static int prepare_sample(drv *d, const kb_sample *s, sample_prep *sp, kb_err *err) {
     memset(sp, 0, sizeof *sp);
     int rc = s->multi_request ? render_shared_prefix(&d->rend, s, &sp->first, err)
@@ -395,6 +521,7 @@ static int prepare_sample(drv *d, const kb_sample *s, sample_prep *sp, kb_err *e
     double t0 = kb_now();
     rc = forward_prefill(d->f, sp->first.ids, n, 0, &be, NULL, 0, err);
     sp->prefill_s = kb_now() - t0;
+    if (!rc && d->cfg->fidelity && !s->multi_request) rc = fid_reference(d, s, sp, err);
     if (rc) tokens_free(&sp->first);
     return rc;
 }
@@ -406,6 +533,7 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
     drv d;
     memset(&d, 0, sizeof d);
     d.cfg = &cfg;
+    d.opts = o;
     char out[1024];
     if (o->out_dir) snprintf(out, sizeof out, "%s", o->out_dir);
     else snprintf(out, sizeof out, "results/%s", cfg.name);
@@ -441,6 +569,12 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
         goto done_samples;
     }
 
+    if (o->dump_trace_layer >= d.m->hp.n_layer) {
+        rc = kb_fail(err, KB_EINPUT, "--dump-trace %d: the model has layers 0..%d", o->dump_trace_layer,
+                     d.m->hp.n_layer - 1);
+        goto done_samples;
+    }
+    snprintf(d.out_dir, sizeof d.out_dir, "%s", out);
     /* run directory and manifest */
     if ((rc = make_dirs(out, err))) goto done_samples;
     snprintf(d.samples_path, sizeof d.samples_path, "%s/samples.csv", out);
@@ -524,7 +658,7 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
             cell_key(k, sizeof k, i, cell->p.label, cell->p.budget);
             if (!done_has(&done, k)) {
                 int before = d.rows.nrow;
-                rc = run_cell(&d, i, s, cell, &sp, err);
+                rc = run_cell(&d, i, s, cell, &sp, c == 0 && o->dump_trace_layer >= 0, err);
                 if (rc) {
                     /* drop a partial cell's rows: the table only holds whole cells */
                     while (d.rows.nrow > before) {
@@ -568,6 +702,7 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
     }
     forward_free(d.f);
     prefill_free(&d.pf);
+    fid_ref_free(&d.ref);
 done_rows:
     table_free(&d.rows);
     done_free(&done);
