@@ -5,12 +5,29 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 const char *cli_model_path(const char *opt) {
     if (opt && *opt) return opt;
     const char *env = getenv("KVBENCH_MODEL");
     if (env && *env) return env;
-    return "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+    static const char *rel = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+    if (access(rel, R_OK) == 0) return rel;
+    /* the checkout the binary was built in: <checkout>/<build dir>/kvbench */
+    static char buf[4096];
+    char exe[2048];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            snprintf(buf, sizeof buf, "%s/../%s", exe, rel);
+            if (access(buf, R_OK) == 0) return buf;
+        }
+    }
+    return rel;
 }
 
 int cli_parse_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out) {

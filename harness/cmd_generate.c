@@ -14,6 +14,7 @@
 #include "methods/methodset.h"
 #include "methods/params.h"
 #include "methods/prefill.h"
+#include "harness/wrapbe.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -29,7 +30,9 @@ static void usage(FILE *f) {
             "      --set KEY=VALUE  a method parameter (JSON value), repeatable\n"
             "      --kv TYPE        KV cache type: f16 (default), f32, bf16\n"
             "      --threads N      threads (default: all cores)\n"
-            "      --stats          print timing and memory to stderr\n");
+            "      --stats          print timing and memory to stderr\n"
+            "      --dump-trace L   write layer L's Q/K/V of this run as replay traces\n"
+            "      --trace-dir DIR  where (default trace_L<layer>/; see kvbench replay)\n");
 }
 
 /* Builds {"method": M, "budget": B, k: v...} and parses it like a sweep config entry. */
@@ -62,10 +65,12 @@ int cmd_generate(int argc, char **argv) {
         {"model", 1, 0, 'm'},  {"prompt", 1, 0, 'p'}, {"file", 1, 0, 'f'},   {"chat", 0, 0, 'c'},
         {"system", 1, 0, 'y'}, {"max-new", 1, 0, 'n'}, {"method", 1, 0, 'M'}, {"budget", 1, 0, 'b'},
         {"set", 1, 0, 'S'},    {"kv", 1, 0, 'k'},     {"threads", 1, 0, 'j'}, {"stats", 0, 0, 's'},
+        {"dump-trace", 1, 0, 'd'}, {"trace-dir", 1, 0, 'D'},
         {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
     const char *model = NULL, *prompt = NULL, *file = NULL, *system = NULL, *method = "full";
     int chat = 0, stats = 0, c;
-    long max_new = 256, budget = -1, threads = 0;
+    long max_new = 256, budget = -1, threads = 0, trace_layer = -1;
+    const char *trace_dir = NULL;
     kb_dtype kv = KB_F16;
     char **sets = calloc((size_t)argc + 1, sizeof *sets);
     int nsets = 0;
@@ -100,6 +105,10 @@ int cmd_generate(int argc, char **argv) {
             if (cli_parse_int("generate", "threads", optarg, 1, 1024, &threads)) BAD();
             break;
         case 's': stats = 1; break;
+        case 'd':
+            if (cli_parse_int("generate", "dump-trace", optarg, 0, 4096, &trace_layer)) BAD();
+            break;
+        case 'D': trace_dir = optarg; break;
         case 'h': usage(stdout); free(sets); return 0;
         default: usage(stderr); BAD();
         }
@@ -151,6 +160,9 @@ int cmd_generate(int argc, char **argv) {
     free(text);
     const kb_hparams *hp = &m->hp;
     if (!rc && n < 1) rc = kb_fail(&err, KB_EINPUT, "the prompt is empty");
+    if (!rc && trace_layer >= hp->n_layer)
+        rc = kb_fail(&err, KB_EINPUT, "--dump-trace %ld: the model has layers 0..%d", trace_layer,
+                     hp->n_layer - 1);
     if (!rc && n + max_new > hp->n_ctx_train)
         rc = kb_fail(&err, KB_EINPUT, "prompt (%d tokens) + --max-new %ld exceeds the model context %d",
                      n, max_new, hp->n_ctx_train);
@@ -184,6 +196,14 @@ int cmd_generate(int argc, char **argv) {
         fprintf(stderr, "kvbench generate: %s\n", err.msg);
     } else {
         kb_attn_backend be = methodset_backend(ms);
+        kb_trace tr;
+        kb_trace_be tw;
+        if (trace_layer >= 0) {
+            trace_init(&tr, ctx.Hq, ctx.Hkv, ctx.D, ctx.N_new, ctx.S, (int)trace_layer);
+            kb_prefill_view pv = prefill_view(&pf, (int)trace_layer);
+            rc = trace_set_prefill(&tr, &pv, KB_MIN(W, pv.Wq), &err);
+            be = trace_be_wrap(&tw, be, &tr);
+        }
         int32_t tok = ids[n - 1];
         int steps = 0, produced = 0;
         double t1 = kb_now();
@@ -202,6 +222,15 @@ int cmd_generate(int argc, char **argv) {
         }
         double t_dec = kb_now() - t1;
         putchar('\n');
+        if (trace_layer >= 0) {
+            char dir[1024];
+            snprintf(dir, sizeof dir, "%s", trace_dir ? trace_dir : "");
+            if (!trace_dir) snprintf(dir, sizeof dir, "trace_L%ld", trace_layer);
+            if (!rc) rc = trace_write(dir, &tr, &err);
+            if (rc) fprintf(stderr, "kvbench generate: %s\n", err.msg);
+            else fprintf(stderr, "kvbench generate: trace of layer %ld in %s/\n", trace_layer, dir);
+            trace_free(&tr);
+        }
         if (stats) {
             kb_cell_account a;
             methodset_account(ms, &a);

@@ -1,11 +1,134 @@
-/* cmd_merge.c - kvbench merge (not written yet). */
+/* cmd_merge.c - kvbench merge OUT SHARD_DIR...: joins the run directories of
+ * a sharded sweep (`kvbench sweep --shard I/N`, e.g. a Slurm job array) into
+ * one run whose samples.csv equals the single-process run's (rows ordered by
+ * sample, cells in config order), with summary.csv rebuilt and a run.json
+ * listing the shards. The shards must come from the same config, overrides,
+ * model and KV type, cover distinct samples, and be complete (status done). */
+#include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "harness/atomic.h"
 #include "harness/cli.h"
+#include "harness/driver.h"
+#include "harness/json.h"
+#include "harness/table.h"
+
+typedef struct row_ref {
+    long seq;
+    int shard, row;
+} row_ref;
+
+static int cmp_rows(const void *a, const void *b) {
+    const row_ref *x = a, *y = b;
+    if (x->seq != y->seq) return x->seq < y->seq ? -1 : 1;
+    if (x->shard != y->shard) return x->shard - y->shard;
+    return x->row - y->row;
+}
+
+static const cJSON *field(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 
 int cmd_merge(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "kvbench merge: not implemented yet\n");
-    return 2;
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("usage: kvbench merge OUT_DIR SHARD_DIR...   join the shards of a sweep into one run\n");
+        return 0;
+    }
+    if (argc < 3) {
+        fprintf(stderr, "usage: kvbench merge OUT_DIR SHARD_DIR...\n");
+        return 2;
+    }
+    const char *out = argv[1];
+    int ns = argc - 2;
+    kb_err err = {0};
+    kb_table *tabs = calloc((size_t)ns, sizeof *tabs);
+    cJSON **runs = calloc((size_t)ns, sizeof *runs);
+    int rc = 0;
+    char path[1200];
+    for (int i = 0; i < ns && !rc; i++) {
+        snprintf(path, sizeof path, "%s/run.json", argv[2 + i]);
+        if ((rc = json_load_file(path, &runs[i], &err))) break;
+        const cJSON *st = field(runs[i], "status");
+        if (!cJSON_IsString(st) || strcmp(st->valuestring, "done")) {
+            rc = kb_fail(&err, KB_EINPUT, "%s: status is %s, expected \"done\" (finish the shard "
+                         "with kvbench sweep --resume first)", path,
+                         cJSON_IsString(st) ? st->valuestring : "missing");
+            break;
+        }
+        if (i > 0) {
+            static const char *const same[] = {"config", "overrides", "kv_dtype"};
+            for (size_t k = 0; k < KB_ARRAY_LEN(same) && !rc; k++)
+                if (!cJSON_Compare(field(runs[0], same[k]), field(runs[i], same[k]), 1))
+                    rc = kb_fail(&err, KB_EINPUT, "%s: %s differs from %s/run.json", path, same[k], argv[2]);
+            const cJSON *m0 = field(field(runs[0], "model"), "sha256"), *mi = field(field(runs[i], "model"), "sha256");
+            if (!rc && !cJSON_Compare(m0, mi, 1))
+                rc = kb_fail(&err, KB_EINPUT, "%s: the model (sha256) differs from %s", path, argv[2]);
+        }
+        snprintf(path, sizeof path, "%s/samples.csv", argv[2 + i]);
+        if (!rc) rc = table_read_csv(path, kb_samples_cols, kb_samples_ncols, &tabs[i], &err);
+        if (rc) break;
+    }
+    /* shards: I/N values must be distinct and of the same N */
+    for (int i = 0; i < ns && !rc; i++)
+        for (int j = 0; j < i && !rc; j++) {
+            const cJSON *a = field(runs[i], "shard"), *b = field(runs[j], "shard");
+            if (cJSON_Compare(a, b, 1))
+                rc = kb_fail(&err, KB_EINPUT, "%s and %s are the same shard (%s)", argv[2 + i], argv[2 + j],
+                             cJSON_IsString(a) ? a->valuestring : "?");
+        }
+    row_ref *refs = NULL;
+    long nrefs = 0;
+    if (!rc) {
+        for (int i = 0; i < ns; i++) nrefs += tabs[i].nrow;
+        refs = malloc((size_t)(nrefs ? nrefs : 1) * sizeof *refs);
+        long k = 0;
+        for (int i = 0; i < ns; i++)
+            for (int r = 0; r < tabs[i].nrow; r++)
+                refs[k++] = (row_ref){atol(table_get(&tabs[i], r, "seq")), i, r};
+        qsort(refs, (size_t)nrefs, sizeof *refs, cmp_rows);
+        for (long r = 1; r < nrefs && !rc; r++)
+            if (refs[r].seq == refs[r - 1].seq && refs[r].shard != refs[r - 1].shard)
+                rc = kb_fail(&err, KB_EINPUT, "sample %ld appears in two shards (%s and %s)", refs[r].seq,
+                             argv[2 + refs[r - 1].shard], argv[2 + refs[r].shard]);
+    }
+    if (!rc) rc = make_dirs(out, &err);
+    if (!rc) {
+        kb_table m;
+        table_init(&m, kb_samples_cols, kb_samples_ncols);
+        for (long r = 0; r < nrefs; r++) table_add(&m, (const char *const *)tabs[refs[r].shard].rows[refs[r].row]);
+        snprintf(path, sizeof path, "%s/samples.csv", out);
+        rc = table_write_csv(&m, path, &err);
+        table_free(&m);
+        char sum[1200];
+        snprintf(sum, sizeof sum, "%s/summary.csv", out);
+        if (!rc) rc = summary_write(path, sum, "full", &err);
+    }
+    if (!rc) {
+        cJSON *j = cJSON_Duplicate(runs[0], 1);
+        cJSON_DeleteItemFromObjectCaseSensitive(j, "shard");
+        cJSON_AddStringToObject(j, "shard", "merged");
+        cJSON *arr = cJSON_AddArrayToObject(j, "merged_from");
+        for (int i = 0; i < ns; i++) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "dir", argv[2 + i]);
+            cJSON_AddItemToObject(o, "shard", cJSON_Duplicate(field(runs[i], "shard"), 1));
+            cJSON_AddItemToObject(o, "machine", cJSON_Duplicate(field(runs[i], "machine"), 1));
+            cJSON_AddItemToArray(arr, o);
+        }
+        char *s = cJSON_Print(j);
+        snprintf(path, sizeof path, "%s/run.json", out);
+        rc = atomic_write(path, s, strlen(s), &err);
+        free(s);
+        cJSON_Delete(j);
+    }
+    if (rc) fprintf(stderr, "kvbench merge: %s\n", err.msg);
+    else printf("kvbench merge: %ld rows from %d shards -> %s/\n", nrefs, ns, out);
+    free(refs);
+    for (int i = 0; i < ns; i++) {
+        cJSON_Delete(runs[i]);
+        if (tabs[i].cols) table_free(&tabs[i]);
+    }
+    free(runs);
+    free(tabs);
+    return rc;
 }

@@ -25,6 +25,7 @@
 
 #include "datasets/dataset.h"
 #include "harness/atomic.h"
+#include "harness/cli.h"
 #include "harness/config.h"
 #include "harness/engine/model.h"
 #include "harness/json.h"
@@ -410,7 +411,8 @@ static int gen_samples(drv *d, kb_sample_list *all, kb_err *err) {
     env.seed = c->seed;
     env.haystack_dir = c->haystack;
     env.data_dir = c->data_dir;
-    env.configs_dir = "configs";
+    struct stat st;
+    env.configs_dir = stat("configs/prompts", &st) == 0 ? "configs" : NULL; /* NULL: next to the binary */
     env.n_ctx = d->m->hp.n_ctx_train;
     env.count_ctx = &d->rend;
     env.count_tokens = render_count_tokens;
@@ -538,8 +540,7 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
     if (o->out_dir) snprintf(out, sizeof out, "%s", o->out_dir);
     else snprintf(out, sizeof out, "results/%s", cfg.name);
     const char *model_spec = o->model ? o->model : cfg.model;
-    if (!model_spec) model_spec = getenv("KVBENCH_MODEL");
-    if (!model_spec || !*model_spec) model_spec = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+    model_spec = cli_model_path(model_spec);
     int threads = o->threads ? o->threads : cfg.threads;
     if (threads) {
         omp_set_num_threads(threads);
