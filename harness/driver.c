@@ -35,6 +35,7 @@
 #include "harness/render.h"
 #include "harness/runinfo.h"
 #include "harness/table.h"
+#include "harness/textnorm.h"
 #include "harness/wrapbe.h"
 #include "methods/params.h"
 #include "methods/methodset.h"
@@ -177,7 +178,13 @@ static void add_row(drv *d, long seq, const kb_sample *s, int t, const kb_cell *
     v[k++] = fmt_double(b[6], 64, turn_score(s, t, pred));
     v[k++] = tu->metric2;
     v[k++] = tu->metric2[0] ? fmt_double(b[17], 64, turn_score2(s, t, pred, 1)) : "";
-    v[k++] = pred;
+    /* the table holds valid UTF-8: invalid bytes of a generation become U+FFFD
+     * (Python's errors="replace"); the score used the raw text */
+    ustr u = {0};
+    ustr_from_utf8(&u, pred);
+    char *pred_utf8 = utf8_from_u32(u.v, u.n);
+    ustr_free(&u);
+    v[k++] = pred_utf8;
     v[k++] = ans;
     v[k++] = fmt_long(b[7], 64, prompt_tokens);
     v[k++] = fmt_long(b[8], 64, o->n_gen);
@@ -195,6 +202,7 @@ static void add_row(drv *d, long seq, const kb_sample *s, int t, const kb_cell *
     for (int i = 0; i < 5; i++) v[k++] = fv && fv->have ? fmt_double(fb[i], 64, fx[i]) : "";
     table_add(&d->rows, v);
     free(ans);
+    free(pred_utf8);
 }
 
 static int max_new_of(const kb_sample *s) {

@@ -1,0 +1,216 @@
+"""The sweep end to end on a tiny random model (model-free, fast): tables,
+determinism, resume after SIGKILL, SIGINT, run-directory safety, shards and
+merge, plots, and bad configs (exit 2, clear message, nothing written).
+
+Expected values here are properties of the outputs (row sets, equality of two
+runs, presence of files), not numbers produced by the code under test.
+"""
+import csv
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+TIMING = {"prefill_ms", "decode_ms_per_token", "attn_ms_per_token"}
+SUMMARY_TIMING = {"decode_ms_per_token", "speedup_vs_full"}
+
+
+def rows(path, drop=TIMING):
+    with open(path, newline="") as f:
+        return [{k: v for k, v in r.items() if k not in drop} for r in csv.DictReader(f)]
+
+
+def write_config(path, **over):
+    cfg = {
+        "name": "t",
+        "seed": 5,
+        "tasks": [
+            {"task": "needle", "words": [60, 120], "depths": [0.0, 0.5, 1.0], "per_cell": 1,
+             "max_new": 6},
+            {"task": "scbench_kv_like", "lengths": [900], "samples": 1, "turns": 2},
+        ],
+        "methods": ["full", "snapkv", "rocketkv", "rocketkv_mt", "quest"],
+        "budgets": [32, 64],
+    }
+    cfg.update(over)
+    path.write_text(json.dumps(cfg))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_llama):
+    return tiny_llama(n_ctx=2048)
+
+
+def sweep(kvbench_bin, cfg, out, model, *extra, timeout=300):
+    return subprocess.run([kvbench_bin, "sweep", cfg, "--out", str(out), "-m", model, *extra],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_tables_and_determinism(kvbench_bin, tiny, tmp_path):
+    cfg = write_config(tmp_path / "c.json")
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d in (a, b):
+        p = sweep(kvbench_bin, cfg, d, tiny)
+        assert p.returncode == 0, p.stderr
+    ra = rows(a / "samples.csv")
+    # 6 needle samples x 9 cells + 1 two-turn sample x 9 cells x 2 turns
+    assert len(ra) == 6 * 9 + 9 * 2
+    assert ra == rows(b / "samples.csv"), "same config and seed must give the same samples.csv"
+    assert rows(a / "summary.csv", SUMMARY_TIMING) == rows(b / "summary.csv", SUMMARY_TIMING)
+    run = json.load(open(a / "run.json"))
+    assert run["status"] == "done"
+    for key in ("git_commit", "config", "model", "machine", "kv_dtype", "seed"):
+        assert key in run, key
+    assert len(run["model"]["sha256"]) == 64
+    labels = {(r["label"], r["budget"]) for r in ra}
+    assert ("full", "") in labels and ("rocketkv", "64") in labels
+    # a different seed changes the samples
+    cfg2 = write_config(tmp_path / "c2.json", seed=6)
+    p = sweep(kvbench_bin, cfg2, tmp_path / "c", tiny)
+    assert p.returncode == 0, p.stderr
+    assert [r["answers"] for r in rows(tmp_path / "c" / "samples.csv")] != [r["answers"] for r in ra]
+
+
+def test_kill_and_resume_equals_uninterrupted(kvbench_bin, tiny, tmp_path):
+    cfg = write_config(tmp_path / "c.json", budgets=[32, 48, 64, 128],
+                       tasks=[{"task": "needle", "words": [150, 300], "depths": 4, "per_cell": 1,
+                               "max_new": 24}])
+    ref = tmp_path / "ref"
+    assert sweep(kvbench_bin, cfg, ref, tiny).returncode == 0
+    want = rows(ref / "samples.csv")
+    for kill_after in (3, len(want) // 2):
+        out = tmp_path / f"killed{kill_after}"
+        p = subprocess.Popen([kvbench_bin, "sweep", cfg, "--out", str(out), "-m", tiny],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 120
+        while time.time() < deadline and p.poll() is None:
+            f = out / "samples.csv"
+            if f.exists() and len(rows(f)) >= kill_after:
+                break
+            time.sleep(0.005)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        got = rows(out / "samples.csv") if (out / "samples.csv").exists() else []
+        assert len(got) < len(want), "the kill must land before the run ends (make the run longer)"
+        assert json.load(open(out / "run.json"))["status"] == "running"
+        assert got == want[:len(got)], "rows written before the kill are a prefix of the full table"
+        r = sweep(kvbench_bin, cfg, out, tiny, "--resume")
+        assert r.returncode == 0, r.stderr
+        assert rows(out / "samples.csv") == want
+        assert rows(out / "summary.csv", SUMMARY_TIMING) == rows(ref / "summary.csv", SUMMARY_TIMING)
+        assert not [f for f in os.listdir(out) if ".tmp." in f], "no temporary files left"
+
+
+def test_sigint_keeps_finished_cells(kvbench_bin, tiny, tmp_path):
+    cfg = write_config(tmp_path / "c.json", budgets=[32, 48, 64, 128],
+                       tasks=[{"task": "needle", "words": [150, 300], "depths": 4, "per_cell": 1,
+                               "max_new": 24}])
+    out = tmp_path / "run"
+    p = subprocess.Popen([kvbench_bin, "sweep", cfg, "--out", str(out), "-m", tiny],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and p.poll() is None:
+        if (out / "samples.csv").exists() and len(rows(out / "samples.csv")) >= 5:
+            break
+        time.sleep(0.005)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    if p.returncode == 0:
+        pytest.skip("the run finished before SIGINT arrived")
+    assert p.returncode == 130, err
+    assert "interrupted" in err and "--resume" in err
+    assert json.load(open(out / "run.json"))["status"] == "interrupted"
+    kept = rows(out / "samples.csv")
+    assert kept and (out / "summary.csv").exists()
+    assert sweep(kvbench_bin, cfg, out, tiny, "--resume").returncode == 0
+    assert rows(out / "samples.csv")[:len(kept)] == kept
+
+
+def test_run_directory_safety(kvbench_bin, tiny, tmp_path):
+    cfg = write_config(tmp_path / "c.json", methods=["full"])
+    out = tmp_path / "run"
+    assert sweep(kvbench_bin, cfg, out, tiny).returncode == 0
+    before = (out / "samples.csv").read_bytes()
+    p = sweep(kvbench_bin, cfg, out, tiny)
+    assert p.returncode == 2 and "already holds a run" in p.stderr
+    other = write_config(tmp_path / "o.json", methods=["full", "rocketkv"])
+    p = sweep(kvbench_bin, other, out, tiny, "--resume")
+    assert p.returncode == 2 and "different config" in p.stderr
+    assert (out / "samples.csv").read_bytes() == before, "a refused run must not touch the tables"
+    p = sweep(kvbench_bin, other, out, tiny, "--resume", "--force")
+    assert p.returncode == 0, p.stderr
+
+
+def test_shards_merge_to_the_single_run(kvbench_bin, tiny, tmp_path):
+    cfg = write_config(tmp_path / "c.json")
+    single = tmp_path / "single"
+    assert sweep(kvbench_bin, cfg, single, tiny).returncode == 0
+    shards = []
+    for i in range(3):
+        d = tmp_path / f"shard{i}"
+        p = sweep(kvbench_bin, cfg, d, tiny, "--shard", f"{i}/3")
+        assert p.returncode == 0, p.stderr
+        shards.append(str(d))
+    merged = tmp_path / "merged"
+    p = subprocess.run([kvbench_bin, "merge", str(merged), *shards], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert rows(merged / "samples.csv") == rows(single / "samples.csv")
+    p = subprocess.run([kvbench_bin, "merge", str(tmp_path / "m2"), shards[0], shards[0]],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "same shard" in p.stderr
+
+
+def test_plots(kvbench_bin, tiny, tmp_path):
+    if subprocess.run(["which", "gnuplot"], capture_output=True).returncode:
+        pytest.skip("gnuplot not installed")
+    cfg = write_config(tmp_path / "c.json")
+    out = tmp_path / "run"
+    assert sweep(kvbench_bin, cfg, out, tiny).returncode == 0
+    p = subprocess.run([kvbench_bin, "plot", str(out)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    pngs = [f for f in os.listdir(out / "plots") if f.endswith(".png")]
+    assert "accuracy_needle.png" in pngs and "accuracy_ALL.png" in pngs
+    assert any(f.startswith("needle_rocketkv_B32") for f in pngs)
+    for f in pngs:
+        with open(out / "plots" / f, "rb") as fh:
+            assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
+    assert all(os.path.getsize(out / "plots" / f) > 2000 for f in pngs)
+
+
+BAD = [
+    ({"tasks": [], "methods": ["full"]}, "key 'tasks'"),
+    ({"methods": []}, "key 'methods'"),
+    ({"methods": ["nosuch"]}, "unknown method 'nosuch'"),
+    ({"methods": [{"method": "rocketkv", "budget": 8}]}, "rocketkv"),
+    ({"methods": [{"method": "snapkv", "kernel": 8}], "budgets": [64]}, "kernel"),
+    ({"methods": [{"method": "rocketkv", "frobnicate": 1}], "budgets": [64]}, "frobnicate"),
+    ({"methods": ["rocketkv"], "budgets": [-4]}, "budgets"),
+    ({"budgets": "64"}, "budgets"),
+    ({"colour": "blue"}, "unknown key 'colour'"),
+    ({"seed": "x"}, "key 'seed'"),
+    ({"kv_dtype": "f8"}, "kv_dtype"),
+    ({"tasks": [{"task": "needle", "wordz": [10]}]}, "wordz"),
+    ({"tasks": [{"task": "nosuch"}]}, "unknown task 'nosuch'"),
+    ({"methods": ["full", "full"]}, "duplicate cell"),
+]
+
+
+@pytest.mark.parametrize("over,needle", BAD, ids=[str(i) for i in range(len(BAD))])
+def test_bad_configs(kvbench_bin, tiny, tmp_path, over, needle):
+    cfg = write_config(tmp_path / "c.json", **over)
+    out = tmp_path / "run"
+    p = sweep(kvbench_bin, cfg, out, tiny)
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert needle in p.stderr, p.stderr
+    assert not out.exists(), "a bad config must not create the run directory"
+
+
+def test_malformed_json(kvbench_bin, tiny, tmp_path):
+    cfg = tmp_path / "c.json"
+    cfg.write_text('{"name": "x",\n "seed": 1,\n "tasks": [ }\n')
+    p = sweep(kvbench_bin, str(cfg), tmp_path / "run", tiny)
+    assert p.returncode == 2 and f"{cfg}:3:" in p.stderr, p.stderr
