@@ -27,6 +27,7 @@ class LlamaRef:
     def __init__(self, path):
         r = gguf.GGUFReader(path)
         self.reader = r
+        self._cache = {}
         arch = _field(r, "general.architecture")
         assert arch == "llama", arch
         p = "llama."
@@ -51,7 +52,6 @@ class LlamaRef:
         if "rope_freqs.weight" in self.t:
             inv = inv / self.W("rope_freqs.weight").astype(np.float64)
         self.inv_freq = inv
-        self._cache = {}
 
     def W(self, name):
         """Dequantised tensor as float64 with numpy shape (rows, cols)."""
