@@ -134,6 +134,11 @@ int bench_engine(int argc, char **argv) {
         model_free(m);
         return 2;
     }
+    if ((rc = model_check_memory(m, maxlen, 1, kv, &err))) {
+        fprintf(stderr, "kvbench bench engine: %s\n", err.msg);
+        model_free(m);
+        return rc;
+    }
     size_t kv_tok = 2ull * hp->n_layer * hp->n_head_kv * hp->head_dim * kb_dtype_size(kv);
     kb_machine mc;
     machine_describe(&mc);

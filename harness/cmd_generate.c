@@ -166,6 +166,7 @@ int cmd_generate(int argc, char **argv) {
     if (!rc && n + max_new > hp->n_ctx_train)
         rc = kb_fail(&err, KB_EINPUT, "prompt (%d tokens) + --max-new %ld exceeds the model context %d",
                      n, max_new, hp->n_ctx_train);
+    if (!rc) rc = model_check_memory(m, n + max_new, 2, kv, &err);
     if (rc) {
         fprintf(stderr, "kvbench generate: %s\n", err.msg);
         free(ids);

@@ -118,6 +118,10 @@ int cmd_logits(int argc, char **argv) {
                 hp->n_ctx_train);
         rc = 2;
     }
+    if (!rc && model_check_memory(m, n, 1, kv, &err)) {
+        fprintf(stderr, "kvbench logits: %s\n", err.msg);
+        rc = 2;
+    }
     if (!rc && positions) rc = parse_ids(positions, &pos, &np, 0, n - 1, "--positions");
     if (!rc && !positions) {
         np = n;

@@ -525,6 +525,13 @@ static int prepare_sample(drv *d, const kb_sample *s, sample_prep *sp, kb_err *e
         return rc;
     }
     sp->L = sp->first.n;
+    /* the shared prefill + one method's copy (+ the fidelity history) */
+    rc = model_check_memory(d->m, need, d->cfg->fidelity ? 3 : 2, d->cfg->kv_dtype, err);
+    if (rc) {
+        kb_err_prefix(err, "%s/%s", s->task, s->id);
+        tokens_free(&sp->first);
+        return rc;
+    }
     prefill_reset(&d->pf);
     kb_attn_backend be = prefill_backend(&d->pf);
     int n = s->multi_request ? sp->first.n : sp->first.n - 1;
@@ -631,7 +638,7 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
     int W = cfg.window_max;
     const kb_hparams *hp = &d.m->hp;
     prefill_init(&d.pf, hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim, cfg.kv_dtype, W,
-                 hp->n_ctx_train);
+                 1024); /* grows with the samples */
     d.f = forward_new(d.m, 256);
     struct sigaction sa, old;
     memset(&sa, 0, sizeof sa);

@@ -150,3 +150,18 @@ size_t machine_rss(void) {
     }
     return (size_t)rss * (size_t)sysconf(_SC_PAGESIZE);
 }
+
+size_t machine_mem_available(void) {
+    /* KVBENCH_MEM_LIMIT (bytes) caps what kvbench plans with (tests, shared machines) */
+    const char *lim = getenv("KVBENCH_MEM_LIMIT");
+    size_t cap = lim && *lim ? (size_t)strtoull(lim, NULL, 10) : 0;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return cap;
+    char line[256];
+    size_t kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %zu kB", &kb) == 1) break;
+    fclose(f);
+    size_t avail = kb * 1024;
+    return cap && (cap < avail || !avail) ? cap : avail;
+}

@@ -23,6 +23,9 @@ double machine_read_bandwidth(size_t bytes, int reps);
 double machine_sgemm_gflops(int m, int n, int k, int reps);
 /* Peak resident set size of this process in bytes. */
 size_t machine_peak_rss(void);
+/* MemAvailable from /proc/meminfo in bytes (0 if unknown), capped by
+ * $KVBENCH_MEM_LIMIT (bytes) when set. */
+size_t machine_mem_available(void);
 /* Current resident set size in bytes. */
 size_t machine_rss(void);
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/machine.h"
 #include "kernels/quant.h"
 
 /* ---------------------------------------------------------------- GGUF --- */
@@ -380,6 +381,33 @@ size_t model_decode_weight_bytes(const kb_model *m) {
              weight_bytes(&L->down) + 2 * (size_t)m->hp.n_embd * 4;
     }
     return b;
+}
+
+size_t model_kv_bytes(const kb_model *m, long tokens, kb_dtype t) {
+    return 2 * (size_t)m->hp.n_layer * m->hp.n_head_kv * m->hp.head_dim * kb_dtype_size(t) *
+           (size_t)(tokens > 0 ? tokens : 0);
+}
+
+int model_check_memory(const kb_model *m, long tokens, int kv_copies, kb_dtype t, kb_err *err) {
+    size_t avail = machine_mem_available();
+    if (!avail) return 0; /* unknown: do not guess */
+    const kb_hparams *hp = &m->hp;
+    size_t kv = model_kv_bytes(m, tokens, t);
+    size_t act = (size_t)256 * (4 * (size_t)hp->n_embd + 3 * (size_t)hp->n_head * hp->head_dim +
+                                2 * (size_t)hp->n_ff) * sizeof(float) +
+                 (size_t)hp->n_vocab * sizeof(float);
+    /* GGUF weights are a file mapping already counted by the page cache; synthetic
+     * weights are already allocated: neither is new memory here */
+    size_t need = kv * (size_t)kv_copies + act;
+    if (need > avail)
+        return kb_fail(err, KB_EINPUT,
+                       "a context of %ld tokens needs %.2f GiB (%d K/V cache%s of %.2f GiB in %s + "
+                       "%.2f GiB of activations) but only %.2f GiB of memory is available: use a "
+                       "shorter context, kv_dtype f16, or a machine with more memory",
+                       tokens, need / 1073741824.0, kv_copies, kv_copies > 1 ? "s" : "",
+                       kv / 1073741824.0, kb_dtype_name(t), act / 1073741824.0,
+                       avail / 1073741824.0);
+    return 0;
 }
 
 int model_load(const char *spec, kb_model **out, kb_err *err) {
