@@ -19,6 +19,8 @@ static void usage(FILE *f) {
             "      --threads N       threads (default: the config's, else all cores)\n"
             "      --dump-trace L    write layer L's Q/K/V traces of every sample (kvbench replay)\n"
             "      --dry-run         print the plan and exit\n"
+            "      --reprefill       prefill again before every cell (measures what prefill\n"
+            "                        sharing saves; the tables are the same)\n"
             "Writes DIR/samples.csv, summary.csv, run.json (docs/OUTPUTS.md).\n");
 }
 
@@ -26,7 +28,7 @@ int cmd_sweep(int argc, char **argv) {
     static const struct option opts[] = {
         {"model", 1, 0, 'm'}, {"out", 1, 0, 'o'},        {"resume", 0, 0, 'r'},
         {"force", 0, 0, 'f'}, {"shard", 1, 0, 's'},      {"set", 1, 0, 'S'},
-        {"threads", 1, 0, 'j'}, {"dump-trace", 1, 0, 'd'}, {"dry-run", 0, 0, 'n'},
+        {"threads", 1, 0, 'j'}, {"dump-trace", 1, 0, 'd'}, {"dry-run", 0, 0, 'n'}, {"reprefill", 0, 0, 'R'},
         {"help", 0, 0, 'h'},  {0, 0, 0, 0}};
     kb_sweep_opts o;
     memset(&o, 0, sizeof o);
@@ -69,6 +71,7 @@ int cmd_sweep(int argc, char **argv) {
             o.dump_trace_layer = (int)v;
             break;
         case 'n': o.dry_run = 1; break;
+        case 'R': o.reprefill = 1; break;
         case 'h': usage(stdout); free(sets); return 0;
         default: usage(stderr); free(sets); return 2;
         }

@@ -673,6 +673,10 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
             char k[256];
             cell_key(k, sizeof k, i, cell->p.label, cell->p.budget);
             if (!done_has(&done, k)) {
+                if (o->reprefill && c > 0) {
+                    tokens_free(&sp.first);
+                    if ((rc = prepare_sample(&d, s, &sp, err))) break;
+                }
                 int before = d.rows.nrow;
                 rc = run_cell(&d, i, s, cell, &sp, c == 0 && o->dump_trace_layer >= 0, err);
                 if (rc) {

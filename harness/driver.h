@@ -18,6 +18,8 @@ typedef struct kb_sweep_opts {
     int n_overrides;
     int threads;             /* --threads (0 = config / all cores) */
     int dry_run;             /* --dry-run: print the plan and exit */
+    int reprefill;           /* --reprefill: prefill again before every cell (to measure what
+                                sharing the prefill saves; results are identical) */
 } kb_sweep_opts;
 
 /* Returns 0, KB_ERUNTIME, KB_EINPUT, or 130 when interrupted by SIGINT (what
