@@ -41,6 +41,7 @@ static int parse_ids(const char *s, int32_t **out, int *n, long lo, long hi, con
             fprintf(stderr, "kvbench logits: %s expects integers in [%ld, %ld], got '%.20s'\n", what, lo,
                     hi, p);
             free(*out);
+            *out = NULL;
             return 2;
         }
         if (*n == cap) *out = realloc(*out, (size_t)(cap *= 2) * sizeof **out);

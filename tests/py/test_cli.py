@@ -1,0 +1,179 @@
+"""Every subcommand's error paths: bad usage and bad input exit with code 2,
+print a message naming the option, file, key or line and what was expected,
+and write no output file. Model-free where possible (a tiny random GGUF)."""
+import json
+import os
+import subprocess
+
+import pytest
+
+
+def run(kvbench_bin, *args, env=None, timeout=120):
+    e = dict(os.environ)
+    if env:
+        e.update(env)
+    return subprocess.run([kvbench_bin, *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=e)
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_llama):
+    return tiny_llama(n_ctx=512)
+
+
+@pytest.fixture(scope="module")
+def broken(tmp_path_factory):
+    import tinymodel
+    d = tmp_path_factory.mktemp("broken")
+    out = {}
+    for kind in ("arch", "missing_tensor", "wrong_shape", "missing_key"):
+        p = d / f"{kind}.gguf"
+        tinymodel.write_broken_llama(p, kind)
+        out[kind] = str(p)
+    trunc = d / "trunc.gguf"
+    good = d / "good.gguf"
+    tinymodel.write_tiny_llama(good)
+    data = good.read_bytes()
+    trunc.write_bytes(data[: len(data) // 2])
+    out["truncated"] = str(trunc)
+    garbage = d / "garbage.gguf"
+    garbage.write_bytes(b"not a gguf file at all")
+    out["garbage"] = str(garbage)
+    return out
+
+
+def test_top_level(kvbench_bin):
+    p = run(kvbench_bin)
+    assert p.returncode == 2 and "usage" in p.stderr
+    p = run(kvbench_bin, "frobnicate")
+    assert p.returncode == 2 and "unknown command 'frobnicate'" in p.stderr
+    assert run(kvbench_bin, "--help").returncode == 0
+
+
+@pytest.mark.parametrize("cmd", ["sweep", "generate", "info", "replay", "score", "bench", "plot",
+                                 "merge", "prompts", "tokenize", "logits"])
+def test_every_command_has_help(kvbench_bin, cmd):
+    p = run(kvbench_bin, cmd, "--help")
+    assert p.returncode == 0 and "usage" in (p.stdout + p.stderr).lower()
+
+
+MODEL_ERRORS = {
+    "arch": "architecture 'gpt9' is not supported",
+    "missing_tensor": "missing tensor 'blk.0.attn_q.weight'",
+    "wrong_shape": "tensor 'blk.0.attn_k.weight' has shape",
+    "missing_key": "missing metadata key 'llama.embedding_length'",
+    "truncated": "",
+    "garbage": "",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MODEL_ERRORS))
+def test_bad_models(kvbench_bin, broken, kind, tmp_path):
+    path = broken[kind]
+    for args in (["generate", "-m", path, "-p", "hi", "-n", "2"],
+                 ["logits", "-m", path, "--tokens", "1,2", "--out", tmp_path / "l.npy"],
+                 ["bench", "engine", "-m", path, "--prefill", "8", "--decode-ctx", "8"]):
+        p = run(kvbench_bin, *args)
+        assert p.returncode == 2, (args, p.returncode, p.stderr)
+        assert path in p.stderr and MODEL_ERRORS[kind] in p.stderr, p.stderr
+    assert not (tmp_path / "l.npy").exists()
+
+
+def test_generate_errors(kvbench_bin, tiny, tmp_path):
+    cases = [
+        (["-m", tiny], "exactly one of -p TEXT or -f FILE"),
+        (["-m", tiny, "-p", "x", "-n", "0"], "--max-new expects an integer"),
+        (["-m", tiny, "-p", "x", "-n", "12abc"], "--max-new expects an integer"),
+        (["-m", tiny, "-p", "x", "--method", "nosuch"], "unknown method 'nosuch'"),
+        (["-m", tiny, "-p", "x", "--method", "rocketkv", "--budget", "8"], "rocketkv"),
+        (["-m", tiny, "-p", "x", "--method", "rocketkv"], "budget"),
+        (["-m", tiny, "-p", "x", "--method", "snapkv", "--budget", "64", "--set", "kernel=8"], "kernel"),
+        (["-m", tiny, "-p", "x", "--set", "nokey"], "--set expects KEY=VALUE"),
+        (["-m", tiny, "-p", "x", "--kv", "f8"], "--kv expects"),
+        (["-m", tiny, "-f", tmp_path / "missing.txt"], "missing.txt"),
+        (["-m", tiny, "-p", "x", "-n", "100000"], "exceeds the model context"),
+        (["-m", tiny, "-p", "x", "--dump-trace", "99"], "--dump-trace 99"),
+        (["-m", "synthetic:nosuch", "-p", "x"], "unknown synthetic model"),
+        (["-m", "synthetic:smollm2-135m", "-p", "x"], "no tokenizer"),
+        (["-m", tiny, "-p", "x", "extra"], "unexpected argument"),
+    ]
+    for args, msg in cases:
+        p = run(kvbench_bin, "generate", *args)
+        assert p.returncode == 2, (args, p.returncode, p.stderr)
+        assert msg in p.stderr, (args, p.stderr)
+
+
+def test_memory_check_before_allocating(kvbench_bin, tiny):
+    p = run(kvbench_bin, "generate", "-m", tiny, "-p", "hello", "-n", "400",
+            env={"KVBENCH_MEM_LIMIT": "1000"})
+    assert p.returncode == 2
+    assert "needs" in p.stderr and "GiB" in p.stderr and "available" in p.stderr
+
+
+def test_logits_errors(kvbench_bin, tiny, tmp_path):
+    out = tmp_path / "l.npy"
+    cases = [
+        (["-m", tiny, "--tokens", "1,2"], "give --out"),
+        (["-m", tiny, "--tokens", "1,x", "--out", out], "--tokens expects integers"),
+        (["-m", tiny, "--tokens", "1,999999", "--out", out], "--tokens expects integers"),
+        (["-m", tiny, "--tokens", "1,2", "--positions", "5", "--out", out], "--positions"),
+        (["-m", tiny, "--tokens", "1,2", "--path", "sideways", "--out", out], "--path expects"),
+    ]
+    for args, msg in cases:
+        p = run(kvbench_bin, "logits", *args)
+        assert p.returncode == 2 and msg in p.stderr, (args, p.stderr)
+    assert not out.exists()
+
+
+def test_sweep_cli_errors(kvbench_bin, tiny, tmp_path):
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"tasks": [{"task": "needle", "words": [20], "depths": 1,
+                                          "per_cell": 1, "max_new": 2}], "methods": ["full"]}))
+    cases = [
+        ([], "expected exactly one CONFIG.json"),
+        ([cfg, "--shard", "3/2"], "--shard expects I/N"),
+        ([cfg, "--shard", "x"], "--shard expects I/N"),
+        ([cfg, "--threads", "0"], "--threads expects"),
+        ([cfg, "--set", "bogus=1"], "unknown top-level key 'bogus'"),
+        ([cfg, "--set", "noequals"], "--set expects KEY=VALUE"),
+        ([tmp_path / "missing.json"], "missing.json: cannot open"),
+        ([cfg, "--dump-trace", "50"], "--dump-trace 50"),
+    ]
+    for args, msg in cases:
+        out = tmp_path / "out"
+        p = run(kvbench_bin, "sweep", *args, "--out", out, "-m", tiny)
+        assert p.returncode == 2, (args, p.returncode, p.stderr)
+        assert msg in p.stderr, (args, p.stderr)
+        assert not out.exists()
+
+
+def test_plot_and_merge_errors(kvbench_bin, tmp_path):
+    p = run(kvbench_bin, "plot", tmp_path / "nothing")
+    assert p.returncode == 2 and "neither summary.csv nor latency.csv" in p.stderr
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "summary.csv").write_text('task,turn\n"unterminated,x\n')
+    p = run(kvbench_bin, "plot", bad)
+    assert p.returncode == 2 and "summary.csv" in p.stderr
+    assert not (bad / "plots").exists()
+    p = run(kvbench_bin, "plot", bad, "--formats", "gif")
+    assert p.returncode == 2 and "--formats" in p.stderr
+    p = run(kvbench_bin, "merge", tmp_path / "m")
+    assert p.returncode == 2 and "usage" in p.stderr
+    p = run(kvbench_bin, "merge", tmp_path / "m", tmp_path / "nothing")
+    assert p.returncode == 2 and "run.json" in p.stderr
+    assert not (tmp_path / "m").exists()
+
+
+def test_bench_errors(kvbench_bin, tiny):
+    cases = [
+        ([], "usage"),
+        (["sideways"], "unknown part 'sideways'"),
+        (["engine", "-m", tiny, "--prefill", "1,x"], "--prefill expects"),
+        (["engine", "-m", tiny, "--reps", "0"], "--reps expects"),
+        (["engine", "-m", tiny, "--kv", "q4"], "--kv expects"),
+        (["engine", "-m", tiny, "--prefill", "600", "--decode-ctx", "8"], "exceed the model context"),
+    ]
+    for args, msg in cases:
+        p = run(kvbench_bin, "bench", *args)
+        assert p.returncode == 2 and msg in p.stderr, (args, p.stderr)
