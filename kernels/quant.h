@@ -44,11 +44,30 @@ void kb_matvec_ref(uint32_t type, const void *W, size_t row_bytes, int rows, int
                    const float *x, float *y);
 /* Fast y = W x (SIMD + OpenMP over contiguous row ranges; x and y must not
  * overlap; cols a multiple of the block size). Used for single-token decode.
- *
- * Accuracy vs kb_matvec_ref. For Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0, x is first
- * quantised like llama.cpp's Q8_0/Q8_1 activations: per block b of 32,
- * dx_b = max|x_b|/127 and q_j = round(x_j/dx_b), so |x_j - dx_b*q_j| <=
- * dx_b/2 and
+ * Computes kb_matvec_exact or kb_matvec_q8 according to kb_matvec_mode()
+ * (default: exact). */
+void kb_matvec(uint32_t type, const void *W, size_t row_bytes, int rows, int cols,
+               const float *x, float *y);
+
+/* Exact activations (the default): x stays f32; each weight block is decoded
+ * to f32 in registers and multiplied with f32 x (the 32-element types as
+ * d_b * sum_j q_j x_j + m_b * sum_j x_j, with the per-block sums of x computed
+ * once per call; the K-quants per sub-block the same way; F16/BF16/F32 as
+ * plain f32 dots). Every difference from kb_matvec_ref is f32 rounding:
+ *     |y_r - yref_r| <= (cols/32 + 16) * 2^-24 * sum_j |x_j| * t_rj
+ * where t_rj is the sum of the magnitudes of the terms of element j's
+ * formula (|w_rj| for Q4_0/Q5_0/Q8_0/Q6_K/floats, |d q| + |m| for Q4_1/Q5_1,
+ * |d sc q| + |dmin mn| for Q4_K); for real weights t is a few |w|, so the
+ * error is ~1e-7..1e-6 of sum_j |w_rj x_j| (measured on SmolLM2's matrices:
+ * see docs/GGUF.md), the same order as the batched (dequantise + sgemm) path.
+ * tests/unit/test_quant.c checks the bound. */
+void kb_matvec_exact(uint32_t type, const void *W, size_t row_bytes, int rows, int cols,
+                     const float *x, float *y);
+
+/* llama.cpp-like numerics, for comparing speed with llama.cpp (not exact).
+ * For Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0, x is first quantised like
+ * llama.cpp's Q8_0/Q8_1 activations: per block b of 32, dx_b = max|x_b|/127
+ * and q_j = round(x_j/dx_b), so |x_j - dx_b*q_j| <= dx_b/2 and
  *     |y_r - yref_r| <= sum_b (dx_b/2) * sum_{j in b} |w_rj|  + f32 rounding,
  * which for Gaussian-like rows is ~1e-3 of |y_r| scale (about
  * 0.5/127 * (mean|x| / max|x|) relative to sum_j |w_rj x_j|); the f32
@@ -56,8 +75,23 @@ void kb_matvec_ref(uint32_t type, const void *W, size_t row_bytes, int rows, int
  * quantise x the same way but per block of 256 (like llama.cpp's Q8_K), so
  * the same bound holds with b running over blocks of 256 (a little coarser).
  * F32, F16 and BF16 use the exact weights and only carry the f32 rounding
- * term. tests/unit/test_quant.c checks these bounds. */
-void kb_matvec(uint32_t type, const void *W, size_t row_bytes, int rows, int cols,
-               const float *x, float *y);
+ * term. Over SmolLM2's 30 layers this error moves decode logits by up to
+ * ~1.5 (logit std ~6) and can change greedy answers. tests/unit/test_quant.c
+ * checks these bounds. */
+void kb_matvec_q8(uint32_t type, const void *W, size_t row_bytes, int rows, int cols,
+                  const float *x, float *y);
+
+/* Which one kb_matvec computes. Process-wide. The first kb_matvec_mode() (or
+ * kb_matvec) call reads the environment variable KVBENCH_MATVEC once:
+ * "exact" (or unset/empty) -> KB_MATVEC_EXACT, "q8" -> KB_MATVEC_Q8; any
+ * other value prints one warning on stderr and keeps exact.
+ * kb_matvec_set_mode overrides it; it returns KB_EINPUT (mode unchanged) for
+ * an unknown mode. Set the mode before starting work, not while other
+ * threads run mat-vecs. */
+enum { KB_MATVEC_EXACT = 0, KB_MATVEC_Q8 = 1 };
+int kb_matvec_set_mode(int mode);
+int kb_matvec_mode(void);
+/* "exact" or "q8" (for run records); "?" for an unknown mode. */
+const char *kb_matvec_mode_name(int mode);
 
 #endif

@@ -4,10 +4,31 @@
  * operations in the same order, so the results equal kb_dequant_ref bit for
  * bit.
  *
- * kb_matvec: the decode hot path, memory-bound. For the 32-element block
- * types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) x is quantised once per call to 8-bit
- * blocks of 32 (scale dx = max|x|/127, q = round-to-nearest-even(x/dx),
- * plus sx = dx*sum(q)), and every weight block contributes
+ * kb_matvec: the decode hot path, memory-bound. Two versions, chosen by
+ * kb_matvec_mode() (quant.h):
+ *
+ * kb_matvec_exact (default): x stays f32. The 32-element block types are
+ * computed as sum_b d_b * (sum_j q_j x_j) + sum_b m_b * xsum_b: the block's
+ * integers q_j are turned into exact f32 values in registers (AVX-512: a
+ * 16-entry permute table indexed by the nibbles; AVX2: convert), multiplied
+ * with x, summed per block in a vector, and the block scale d_b is folded in
+ * with one vector FMA into the row accumulator, so the horizontal sum happens
+ * once per row. The Q4_1/Q5_1 minimum m_b multiplies xsum_b = sum of x over
+ * block b, computed once per call; Q4_0/Q5_0 keep the offset inside the table
+ * (q - 8, q - 16 exactly). The f16 scales of a row are converted in one pass
+ * before its blocks (8-16 at a time with F16C) and read back as broadcasts.
+ * Q4_K does the same per 32-element sub-block (scale d*sc, min dmin*mn times
+ * xsum); Q6_K per 16-element sub-block with (q - 32) exact. F16/BF16/F32 are
+ * f32 dots. Only f32 rounding separates the result from kb_matvec_ref (bound
+ * in quant.h). AVX-512F kernels where available; with AVX2+FMA only, Q4_0,
+ * Q4_1 and Q8_0 have 8-lane kernels and the rest dequantise a chunk (bit
+ * exact) and dot; plain C dequantises and dots.
+ *
+ * kb_matvec_q8 (KVBENCH_MATVEC=q8, llama.cpp-like numerics): for the
+ * 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) x is quantised once
+ * per call to 8-bit blocks of 32 (scale dx = max|x|/127,
+ * q = round-to-nearest-even(x/dx), plus sx = dx*sum(q)), and every weight
+ * block contributes
  *     dw*dx*sum_j(qw_j*qx_j) + mw*sx
  * with the integer sum done by u8 x i8 multiply-adds (AVX-512 VNNI dpbusd
  * where available, else AVX2 maddubs+madd, else plain C). Q4_0 and Q5_0 are
@@ -15,15 +36,21 @@
  * trick (|w| times x with w's sign). Q4_K and Q6_K do the same with x
  * quantised per 256 (plus sums per 16 for the mins/offsets, like llama.cpp's
  * Q8_K). The error this adds is documented in quant.h. F32, F16 and BF16
- * dequantise a chunk at a time and dot in f32: exact up to summation order.
+ * dot in f32 as in the exact path.
  *
- * Threads: OpenMP, rows split into one contiguous range per thread (multiples
- * of 16 rows, so two threads never write the same 64-byte line of y); small
- * matrices stay on the calling thread. */
+ * Threads (both): OpenMP, rows split into one contiguous range per thread
+ * (multiples of 16 rows, so two threads never write the same 64-byte line of
+ * y); small matrices stay on the calling thread.
+ *
+ * Prefetch: every kernel issues a software prefetch PF_DIST bytes ahead in
+ * the weight stream (see below). */
 #include <math.h>
 #include <stdlib.h>
 
-#ifdef __AVX2__
+#include <stdatomic.h>
+#include <stdio.h>
+
+#if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 #include <omp.h>
@@ -37,6 +64,9 @@
 #ifndef PF_DIST
 #define PF_DIST 4096
 #endif
+
+/* Kernels written once with parameters, expanded per type at compile time. */
+#define ALWAYS_INLINE inline __attribute__((always_inline))
 
 static inline uint16_t rd_u16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 static inline uint32_t rd_u32(const uint8_t *p) {
@@ -634,8 +664,15 @@ static inline float dot_f32(const float *a, const float *b, int n) {
     }
     float s = hsum_ps(_mm256_add_ps(s0, s1));
 #else
-    float s = 0.0f;
+    /* 16 partial sums like the SIMD paths, so the rounding bound of quant.h
+     * (each partial sum over at most n/16 products) holds here too */
+    float p[16] = {0};
     int i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int k = 0; k < 16; k++) p[k] += a[i + k] * b[i + k];
+    for (int w = 8; w >= 1; w /= 2)
+        for (int k = 0; k < w; k++) p[k] += p[k + w];
+    float s = p[0];
 #endif
     for (; i < n; i++) s += a[i] * b[i];
     return s;
@@ -717,8 +754,8 @@ static int min_mult_for(uint32_t type) {
 /* Below this many weight bytes one thread is faster than waking a team. */
 #define MATVEC_PAR_BYTES (64 * 1024)
 
-void kb_matvec(uint32_t type, const void *W, size_t row_bytes, int rows, int cols,
-               const float *x, float *y) {
+void kb_matvec_q8(uint32_t type, const void *W, size_t row_bytes, int rows, int cols,
+                  const float *x, float *y) {
     const uint8_t *w = W;
     if (rows <= 0) return;
     row_q8_fn row = row_fn_for(type);
@@ -762,4 +799,457 @@ void kb_matvec(uint32_t type, const void *W, size_t row_bytes, int rows, int col
         }
     }
     if (xbuf) kb_afree(xbuf);
+}
+
+/* ===================================================== exact: x stays f32 */
+
+/* What every row of one call shares: x and its sums per block of 32. */
+typedef struct xctx {
+    const float *x;
+    int cols;
+    int nb;      /* blocks of 32 (cols / 32; 0 for the 1-element types) */
+    float *xsum; /* [nb, zero-padded to a multiple of 16]: sum of x over block b */
+    float *xs2;  /* [2*nb, zero-padded to a multiple of 16]: 0, xsum[b] pairs, to
+                  * multiply lane-wise with the converted [d_b, m_b] pairs */
+} xctx;
+
+#ifdef __AVX512F__
+static const float iota16[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+
+/* q (0..15 in the low 4 bits of each i32 lane) -> f32 via the table (vpermps
+ * only reads the index's low 4 bits). */
+#define PERM(idx, tbl) _mm512_permutexvar_ps((idx), (tbl))
+
+/* The f16 scales of n <= 16 consecutive blocks of `bytes` bytes, converted
+ * to f32 with one gather (the 4 bytes at each block start; masked lanes are
+ * not read, so nothing past block n-1 is touched) and F16C. With PAIRS the
+ * 4 bytes are [d, m]: sc[2k] = d_k, sc[2k+1] = m_k, and the m_k * xsum_k
+ * terms are added into *macc (xs2 = [0, xsum_k] pairs); else sc[k] = d_k.
+ * (Gathering replaces a scalar copy whose stores the vector conversion then
+ * reloads: that store-forwarding stall cost ~0.5 ns per block here.) */
+/* Blocks per pass of scale conversion and block loop (a multiple of 16;
+ * SmolLM2's rows have 18 and 48 blocks). */
+/* Rows per group: they share the x loads and one reduction (8 measured no
+ * faster). */
+#define RGRP 4
+#ifndef SC_CHUNK
+#define SC_CHUNK 32
+#endif
+
+static ALWAYS_INLINE void scales16_512(const uint8_t *w, int bytes, int pairs, int n,
+                                       const float *xs2, float *sc, __m512 *macc) {
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(bytes));
+    __mmask16 k = n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+    __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, idx, w, 1);
+    if (pairs) {
+        __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(g));
+        __m512 hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(g, 1));
+        _mm512_store_ps(sc, lo);
+        _mm512_store_ps(sc + 16, hi);
+        *macc = _mm512_fmadd_ps(lo, _mm512_loadu_ps(xs2), *macc);
+        *macc = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xs2 + 16), *macc);
+    } else {
+        _mm512_store_ps(sc, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g)));
+    }
+}
+
+/* Sum over one Q8_0 block of w_j*x_j / d (signed bytes converted directly). */
+static ALWAYS_INLINE __m512 blk8_512(const uint8_t *qs, __m512 x0, __m512 x1) {
+    __m512 q0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)qs)));
+    __m512 q1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(qs + 16))));
+    return _mm512_fmadd_ps(q1, x1, _mm512_mul_ps(q0, x0));
+}
+
+/* Horizontal sums of four vectors: [sum a, sum b, sum c, sum d]. */
+static inline __m128 hsum4_512(__m512 a, __m512 b, __m512 c, __m512 d) {
+#define HALF(v) _mm256_add_ps(_mm512_castps512_ps256(v), \
+                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)))
+    __m256 ab = _mm256_hadd_ps(HALF(a), HALF(b)), cd = _mm256_hadd_ps(HALF(c), HALF(d));
+#undef HALF
+    __m256 abcd = _mm256_hadd_ps(ab, cd); /* [a b c d | a b c d] partial sums */
+    return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+}
+
+/* Kinds of 32-element block types for rows_exact_32. */
+enum { K4 = 0, K5 = 1, K8 = 2 };
+
+/* R (1 or 4) consecutive rows of a 32-element block type, y[0..R).
+ * BYTES per block; QOFF: offset of qs; PAIRS: 1 if the block starts with
+ * [d, m]; KIND: 4-bit, 5-bit (5th bits at H5OFF) or Q8_0's signed bytes;
+ * TBL_OFF: the value table is iota - TBL_OFF (0, 8 or 16). Each block of
+ * each row: s = sum of the 32 q_j*x_j (q exact in f32), then
+ * acc_row = fma(s, d_b, acc_row); the m_b*xsum_b terms come from the scale
+ * pass. Four rows share the x loads and one final reduction. */
+static ALWAYS_INLINE void rows_exact_32(const uint8_t *w, size_t rb, const xctx *c, float *y, int R,
+                                        int bytes, int qoff, int pairs, int kind, int h5off,
+                                        float tbl_off) {
+    const __m512 tbl = _mm512_sub_ps(_mm512_loadu_ps(iota16), _mm512_set1_ps(tbl_off));
+    float sc[RGRP][2 * SC_CHUNK] __attribute__((aligned(64)));
+    __m512 acc[RGRP];
+#pragma GCC unroll 4
+    for (int i = 0; i < RGRP; i++) acc[i] = _mm512_setzero_ps();
+    const int ds = pairs ? 2 : 1; /* stride of d in sc */
+    const int step = R * bytes;   /* weight bytes read per block step */
+    for (int b0 = 0; b0 < c->nb; b0 += SC_CHUNK) {
+        int n = KB_MIN(SC_CHUNK, c->nb - b0);
+        const uint8_t *wb = w + (size_t)b0 * bytes;
+        const float *x = c->x + 32 * b0;
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++)
+            for (int j = 0; j < n; j += 16)
+                scales16_512(wb + i * rb + (size_t)j * bytes, bytes, pairs, n - j, c->xs2 + 2 * (b0 + j),
+                             sc[i] + ds * j, &acc[i]);
+        /* the R rows are contiguous: prefetch that region linearly, as many
+         * lines per step as the step reads */
+        const char *pf = (const char *)wb + PF_DIST;
+        for (int k = 0; k < n; k++) {
+            for (int l = 0; l < step; l += 64) _mm_prefetch(pf + (size_t)k * step + l, _MM_HINT_T0);
+            __m512 x0 = _mm512_loadu_ps(x + 32 * k), x1 = _mm512_loadu_ps(x + 32 * k + 16);
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++) {
+                const uint8_t *blk = wb + i * rb + (size_t)k * bytes;
+                __m512 s;
+                if (kind == K8) {
+                    s = blk8_512(blk + qoff, x0, x1);
+                } else {
+                    __m512i z = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(blk + qoff)));
+                    __m512 lo = _mm512_permutexvar_ps(z, tbl);
+                    __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(z, 4), tbl);
+                    if (kind == K5) {
+                        uint32_t h = rd_u32(blk + h5off);
+                        lo = _mm512_mask_add_ps(lo, (__mmask16)(h & 0xffff), lo, _mm512_set1_ps(16.0f));
+                        hi = _mm512_mask_add_ps(hi, (__mmask16)(h >> 16), hi, _mm512_set1_ps(16.0f));
+                    }
+                    s = _mm512_fmadd_ps(hi, x1, _mm512_mul_ps(lo, x0));
+                }
+                acc[i] = _mm512_fmadd_ps(s, _mm512_set1_ps(sc[i][ds * k]), acc[i]);
+            }
+        }
+    }
+    if (R == 4)
+        _mm_storeu_ps(y, hsum4_512(acc[0], acc[1], acc[2], acc[3]));
+    else
+        y[0] = _mm512_reduce_add_ps(acc[0]);
+}
+
+#define ROWS_32(name, ...)                                                                     \
+    static void name(const uint8_t *w, size_t rb, int r0, int r1, const xctx *c, float *y) {   \
+        int r = r0;                                                                            \
+        for (; r + RGRP <= r1; r += RGRP) rows_exact_32(w + (size_t)r * rb, rb, c, y + r, RGRP, __VA_ARGS__); \
+        for (; r < r1; r++) rows_exact_32(w + (size_t)r * rb, rb, c, y + r, 1, __VA_ARGS__);    \
+    }
+ROWS_32(rowsx_q4_0, 18, 2, 0, K4, 0, 8.0f)
+ROWS_32(rowsx_q4_1, 20, 4, 1, K4, 0, 0.0f)
+ROWS_32(rowsx_q5_0, 22, 6, 0, K5, 2, 16.0f)
+ROWS_32(rowsx_q5_1, 24, 8, 1, K5, 4, 0.0f)
+ROWS_32(rowsx_q8_0, 34, 2, 0, K8, 0, 0.0f)
+#undef ROWS_32
+
+/* Q4_K: per sub-block k of 32, fl(d*sc_k) * sum(q x) - fl(dmin*mn_k) * xsum_k
+ * (the scale and min products rounded as in the reference). */
+static float rowx_q4_k(const uint8_t *w, const xctx *c) {
+    const __m512 tbl = _mm512_loadu_ps(iota16);
+    __m512 r0 = _mm512_setzero_ps(), r1 = _mm512_setzero_ps();
+    __m256 macc = _mm256_setzero_ps();
+    for (int s = 0; s < c->cols / 256; s++) {
+        const uint8_t *blk = w + (size_t)s * 144, *qs = blk + 16;
+        const float *x = c->x + 256 * s;
+        _mm_prefetch((const char *)blk + PF_DIST, _MM_HINT_T0);
+        _mm_prefetch((const char *)blk + PF_DIST + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)blk + PF_DIST + 128, _MM_HINT_T0);
+        uint8_t sc8[8], mn8[8];
+        q4k_unpack(blk + 4, sc8, mn8);
+        float sc[8] __attribute__((aligned(32)));
+        __m256 vsc = _mm256_mul_ps(_mm256_set1_ps(f16(blk)),
+                                   _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)sc8))));
+        __m256 vmn = _mm256_mul_ps(_mm256_set1_ps(f16(blk + 2)),
+                                   _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)mn8))));
+        _mm256_store_ps(sc, vsc);
+        macc = _mm256_fmadd_ps(vmn, _mm256_loadu_ps(c->xsum + 8 * s), macc);
+        for (int k = 0; k < 4; k++) {
+            const uint8_t *q = qs + 32 * k;
+            const float *xk = x + 64 * k;
+            __m512i z0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)q));
+            __m512i z1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(q + 16)));
+            __m512 a = _mm512_fmadd_ps(PERM(z1, tbl), _mm512_loadu_ps(xk + 16),
+                                       _mm512_mul_ps(PERM(z0, tbl), _mm512_loadu_ps(xk)));
+            __m512 b = _mm512_fmadd_ps(PERM(_mm512_srli_epi32(z1, 4), tbl), _mm512_loadu_ps(xk + 48),
+                                       _mm512_mul_ps(PERM(_mm512_srli_epi32(z0, 4), tbl), _mm512_loadu_ps(xk + 32)));
+            r0 = _mm512_fmadd_ps(a, _mm512_set1_ps(sc[2 * k]), r0);
+            r1 = _mm512_fmadd_ps(b, _mm512_set1_ps(sc[2 * k + 1]), r1);
+        }
+    }
+    __m128 m4 = _mm_add_ps(_mm256_castps256_ps128(macc), _mm256_extractf128_ps(macc, 1));
+    m4 = _mm_add_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_add_ss(m4, _mm_movehdup_ps(m4));
+    return _mm512_reduce_add_ps(_mm512_add_ps(r0, r1)) - _mm_cvtss_f32(m4);
+}
+
+/* Q6_K: per sub-block of 16, fl(d*sc) * sum((q - 32) x), q - 32 exact. */
+static float rowx_q6_k(const uint8_t *w, const xctx *c) {
+    const __m512i m4 = _mm512_set1_epi32(15), m30 = _mm512_set1_epi32(0x30), k32 = _mm512_set1_epi32(32);
+    __m512 r0 = _mm512_setzero_ps(), r1 = _mm512_setzero_ps();
+    for (int s = 0; s < c->cols / 256; s++) {
+        const uint8_t *blk = w + (size_t)s * 210;
+        const float *x = c->x + 256 * s;
+        _mm_prefetch((const char *)blk + PF_DIST, _MM_HINT_T0);
+        _mm_prefetch((const char *)blk + PF_DIST + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)blk + PF_DIST + 128, _MM_HINT_T0);
+        _mm_prefetch((const char *)blk + PF_DIST + 192, _MM_HINT_T0);
+        float sc[16] __attribute__((aligned(64)));
+        _mm512_store_ps(sc, _mm512_mul_ps(_mm512_set1_ps(f16(blk + 208)),
+                                          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                              _mm_loadu_si128((const __m128i *)(const void *)(blk + 192))))));
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = blk + 64 * h, *qh = blk + 128 + 32 * h;
+            for (int l = 0; l < 2; l++) { /* elements 16l..16l+15 of each group of 32 */
+                __m512i zh = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(qh + 16 * l)));
+                __m512i za = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(ql + 16 * l)));
+                __m512i zb = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(ql + 32 + 16 * l)));
+                __m512i q[4];
+                q[0] = _mm512_or_si512(_mm512_and_si512(za, m4), _mm512_and_si512(_mm512_slli_epi32(zh, 4), m30));
+                q[1] = _mm512_or_si512(_mm512_and_si512(zb, m4), _mm512_and_si512(_mm512_slli_epi32(zh, 2), m30));
+                q[2] = _mm512_or_si512(_mm512_srli_epi32(za, 4), _mm512_and_si512(zh, m30));
+                q[3] = _mm512_or_si512(_mm512_srli_epi32(zb, 4), _mm512_and_si512(_mm512_srli_epi32(zh, 2), m30));
+                for (int g = 0; g < 4; g++) {
+                    const float *xg = x + 128 * h + 32 * g + 16 * l;
+                    __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(q[g], k32)), _mm512_loadu_ps(xg));
+                    __m512 sv = _mm512_set1_ps(sc[8 * h + 2 * g + l]);
+                    if (g & 1)
+                        r1 = _mm512_fmadd_ps(t, sv, r1);
+                    else
+                        r0 = _mm512_fmadd_ps(t, sv, r0);
+                }
+            }
+        }
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(r0, r1));
+}
+
+/* F16 / BF16 / F32: 16 weights at a time converted in registers, 4 chains. */
+static inline __m512 load16_as_f32(uint32_t type, const uint8_t *p) {
+    if (type == GGML_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p));
+    if (type == GGML_BF16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p)), 16));
+    return _mm512_loadu_ps((const float *)(const void *)p);
+}
+
+static float rowx_float(uint32_t type, const uint8_t *w, int cols, const float *x) {
+    size_t es = type == GGML_F32 ? 4 : 2;
+    __m512 s[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    int i = 0;
+    for (; i + 64 <= cols; i += 64) {
+        const uint8_t *p = w + (size_t)i * es;
+        for (int k = 0; k < (int)es; k++) _mm_prefetch((const char *)p + PF_DIST + 64 * k, _MM_HINT_T0);
+        for (int k = 0; k < 4; k++)
+            s[k] = _mm512_fmadd_ps(load16_as_f32(type, p + 16 * k * es), _mm512_loadu_ps(x + i + 16 * k), s[k]);
+    }
+    for (; i + 16 <= cols; i += 16)
+        s[0] = _mm512_fmadd_ps(load16_as_f32(type, w + (size_t)i * es), _mm512_loadu_ps(x + i), s[0]);
+    float r = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s[0], s[1]), _mm512_add_ps(s[2], s[3])));
+    for (; i < cols; i++) {
+        float v;
+        kb_dequant(type, w + (size_t)i * es, &v, 1);
+        r += v * x[i];
+    }
+    return r;
+}
+#undef PERM
+
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+
+/* AVX2: 8 lanes. 32 nibbles -> four vectors of 8 f32 (elements 0-7, 8-15,
+ * 16-23, 24-31) minus off, times x, summed lane-wise. */
+static inline __m256 blk4_256(const uint8_t *qs, const float *x, float off) {
+    const __m256i m4 = _mm256_set1_epi32(15);
+    const __m256 voff = _mm256_set1_ps(off);
+    __m128i raw = _mm_loadu_si128((const __m128i *)(const void *)qs);
+    __m256i za = _mm256_cvtepu8_epi32(raw), zb = _mm256_cvtepu8_epi32(_mm_srli_si128(raw, 8));
+    __m256 e0 = _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_and_si256(za, m4)), voff);
+    __m256 e1 = _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_and_si256(zb, m4)), voff);
+    __m256 e2 = _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(za, 4)), voff);
+    __m256 e3 = _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(zb, 4)), voff);
+    __m256 s0 = _mm256_fmadd_ps(e1, _mm256_loadu_ps(x + 8), _mm256_mul_ps(e0, _mm256_loadu_ps(x)));
+    __m256 s1 = _mm256_fmadd_ps(e3, _mm256_loadu_ps(x + 24), _mm256_mul_ps(e2, _mm256_loadu_ps(x + 16)));
+    return _mm256_add_ps(s0, s1);
+}
+
+static inline __m256 blk8_256(const uint8_t *qs, const float *x) {
+    __m256 s = _mm256_setzero_ps();
+    for (int k = 0; k < 4; k++) {
+        __m256 e = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(qs + 8 * k))));
+        s = _mm256_fmadd_ps(e, _mm256_loadu_ps(x + 8 * k), s);
+    }
+    return s;
+}
+
+/* Q4_0 (off 8, no m), Q4_1 (pairs), Q8_0 (bytes 34). */
+static inline float row_exact_avx2(const uint8_t *w, const xctx *c, uint32_t type) {
+    int bytes = type == GGML_Q4_0 ? 18 : type == GGML_Q4_1 ? 20 : 34;
+    __m256 r0 = _mm256_setzero_ps(), r1 = _mm256_setzero_ps();
+    float msum = 0.0f;
+    for (int b = 0; b < c->nb; b++) {
+        const uint8_t *blk = w + (size_t)b * bytes;
+        const float *x = c->x + 32 * b;
+        if (!(b & 1)) _mm_prefetch((const char *)blk + PF_DIST, _MM_HINT_T0);
+        __m256 s;
+        __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128((int)rd_u32(blk))); /* [d, m or junk] */
+        if (type == GGML_Q8_0) {
+            s = blk8_256(blk + 2, x);
+        } else if (type == GGML_Q4_0) {
+            s = blk4_256(blk + 2, x, 8.0f);
+        } else {
+            s = blk4_256(blk + 4, x, 0.0f);
+            msum += _mm_cvtss_f32(_mm_movehdup_ps(dm)) * c->xsum[b];
+        }
+        if (b & 1)
+            r1 = _mm256_fmadd_ps(s, _mm256_broadcastss_ps(dm), r1);
+        else
+            r0 = _mm256_fmadd_ps(s, _mm256_broadcastss_ps(dm), r0);
+    }
+    return hsum_ps(_mm256_add_ps(r0, r1)) + msum;
+}
+#endif
+
+/* Generic exact row: dequantise a chunk at a time (bit-exact values) and dot
+ * in f32 (the plain-C path for every type, and the AVX2 path for the types
+ * without their own kernel). */
+static float rowx_generic(uint32_t type, const uint8_t *w, int cols, const float *x) {
+#if defined(__AVX2__) && defined(__F16C__) && !defined(__AVX512F__)
+    if (type == GGML_F32 || type == GGML_F16 || type == GGML_BF16) return row_float(type, w, cols, x);
+#endif
+    if (type == GGML_F32) return dot_f32((const float *)(const void *)w, x, cols);
+    const kb_qtype *t = kb_qtype_info(type);
+    enum { CHUNK = 512 }; /* a multiple of every block size */
+    float buf[CHUNK];
+    float acc = 0.0f;
+    for (int c = 0; c < cols; c += CHUNK) {
+        int n = KB_MIN(CHUNK, cols - c);
+        kb_dequant(type, w + (size_t)(c / t->blck) * (size_t)t->bytes, buf, n);
+        acc += dot_f32(buf, x + c, n);
+    }
+    return acc;
+}
+
+/* Sums of x per block of 32 into c->xsum (padded with zeros) and c->xs2. */
+static void xctx_init(xctx *c, const float *x, int cols, void *buf) {
+    c->x = x;
+    c->cols = cols;
+    c->nb = cols / 32;
+    int pad = (c->nb + 15) / 16 * 16;
+    c->xsum = buf;
+    c->xs2 = c->xsum + pad;
+    for (int b = 0; b < pad; b++) {
+        float s = 0.0f;
+        if (b < c->nb) {
+#ifdef __AVX512F__
+            s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_loadu_ps(x + 32 * b), _mm512_loadu_ps(x + 32 * b + 16)));
+#else
+            for (int j = 0; j < 32; j++) s += x[32 * b + j];
+#endif
+        }
+        c->xsum[b] = s;
+        c->xs2[2 * b] = 0.0f;
+        c->xs2[2 * b + 1] = s;
+    }
+}
+
+static void rows_exact(uint32_t type, const uint8_t *w, size_t row_bytes, int r0, int r1,
+                       const xctx *c, float *y) {
+#ifdef __AVX512F__
+    void (*rows)(const uint8_t *, size_t, int, int, const xctx *, float *) = NULL;
+    float (*row)(const uint8_t *, const xctx *) = NULL;
+    switch (type) {
+    case GGML_Q4_0: rows = rowsx_q4_0; break;
+    case GGML_Q4_1: rows = rowsx_q4_1; break;
+    case GGML_Q5_0: rows = rowsx_q5_0; break;
+    case GGML_Q5_1: rows = rowsx_q5_1; break;
+    case GGML_Q8_0: rows = rowsx_q8_0; break;
+    case GGML_Q4_K: row = rowx_q4_k; break;
+    case GGML_Q6_K: row = rowx_q6_k; break;
+    case GGML_F32:
+    case GGML_F16:
+    case GGML_BF16:
+        for (int r = r0; r < r1; r++) y[r] = rowx_float(type, w + (size_t)r * row_bytes, c->cols, c->x);
+        return;
+    default: break;
+    }
+    if (rows) {
+        rows(w, row_bytes, r0, r1, c, y);
+        return;
+    }
+    if (row) {
+        for (int r = r0; r < r1; r++) y[r] = row(w + (size_t)r * row_bytes, c);
+        return;
+    }
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+    if (type == GGML_Q4_0 || type == GGML_Q4_1 || type == GGML_Q8_0) {
+        for (int r = r0; r < r1; r++) y[r] = row_exact_avx2(w + (size_t)r * row_bytes, c, type);
+        return;
+    }
+#endif
+    for (int r = r0; r < r1; r++) y[r] = rowx_generic(type, w + (size_t)r * row_bytes, c->cols, c->x);
+}
+
+void kb_matvec_exact(uint32_t type, const void *W, size_t row_bytes, int rows, int cols,
+                     const float *x, float *y) {
+    if (rows <= 0) return;
+    xctx c;
+    int nb = cols / 32, pad = (nb + 15) / 16 * 16;
+    size_t need = (size_t)3 * pad; /* xsum, xs2 */
+    float stackbuf[3 * 512] __attribute__((aligned(64)));
+    float *heap = NULL, *buf = stackbuf;
+    if (need > KB_ARRAY_LEN(stackbuf)) buf = heap = KB_AMALLOC(need * sizeof(float));
+    xctx_init(&c, x, cols, buf);
+    size_t total = (size_t)rows * row_bytes;
+    int nthr = total >= MATVEC_PAR_BYTES ? omp_get_max_threads() : 1;
+#pragma omp parallel num_threads(nthr) if (nthr > 1)
+    {
+        int nt = omp_get_num_threads(), t = omp_get_thread_num();
+        int units = (rows + 15) / 16;
+        int r0 = (int)((long)units * t / nt) * 16, r1 = (int)((long)units * (t + 1) / nt) * 16;
+        if (r1 > rows) r1 = rows;
+        if (r0 < r1) rows_exact(type, W, row_bytes, r0, r1, &c, y);
+    }
+    if (heap) kb_afree(heap);
+}
+
+/* ================================================================== mode */
+
+static atomic_int matvec_mode = -1;
+
+int kb_matvec_mode(void) {
+    int m = atomic_load(&matvec_mode);
+    if (m >= 0) return m;
+    const char *e = getenv("KVBENCH_MATVEC");
+    int want = KB_MATVEC_EXACT;
+    if (e && !strcmp(e, "q8")) {
+        want = KB_MATVEC_Q8;
+    } else if (e && *e && strcmp(e, "exact")) {
+        fprintf(stderr, "kvbench: environment variable KVBENCH_MATVEC='%s' not understood "
+                        "(expected 'exact' or 'q8'); using exact\n", e);
+    }
+    int expect = -1; /* a concurrent first call or kb_matvec_set_mode wins */
+    atomic_compare_exchange_strong(&matvec_mode, &expect, want);
+    return atomic_load(&matvec_mode);
+}
+
+int kb_matvec_set_mode(int mode) {
+    if (mode != KB_MATVEC_EXACT && mode != KB_MATVEC_Q8) return KB_EINPUT;
+    atomic_store(&matvec_mode, mode);
+    return 0;
+}
+
+const char *kb_matvec_mode_name(int mode) {
+    return mode == KB_MATVEC_EXACT ? "exact" : mode == KB_MATVEC_Q8 ? "q8" : "?";
+}
+
+void kb_matvec(uint32_t type, const void *W, size_t row_bytes, int rows, int cols,
+               const float *x, float *y) {
+    if (kb_matvec_mode() == KB_MATVEC_Q8)
+        kb_matvec_q8(type, W, row_bytes, rows, cols, x, y);
+    else
+        kb_matvec_exact(type, W, row_bytes, rows, cols, x, y);
 }

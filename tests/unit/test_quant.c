@@ -1,12 +1,16 @@
 /* test_quant.c - GGUF block types: the type table, reference dequantisation
  * against an independent element-by-element decoder written here from the
  * spec formulas (engine.md §5), fast dequantisation == reference bit for bit,
- * and fast y = W x against kb_matvec_ref within a bound derived from the
- * activation quantisation (stated below).
+ * the exact y = W x (default) against kb_matvec_ref within an f32-rounding
+ * bound, the llama.cpp-like q8 y = W x within a bound derived from its
+ * activation quantisation (both stated below), a check that the exact bound
+ * is tight enough to catch the q8 path's error, and the mode switch
+ * (kb_matvec_set_mode, KVBENCH_MATVEC).
  *
- * tests/unit/test_quant_scalar.c includes this file after compiling the
- * plain-C fallback of kernels/cpu/quant_cpu.c under other names, so the same
- * checks run on both code paths (FAST_DEQUANT / FAST_MATVEC). */
+ * tests/unit/test_quant_scalar.c and test_quant_avx2.c include this file
+ * after compiling the plain-C / AVX2 code paths of kernels/cpu/quant_cpu.c
+ * under other names, so the same checks run on every code path (the FAST_*
+ * names below). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,8 +22,16 @@
 #ifndef FAST_DEQUANT
 #define FAST_DEQUANT kb_dequant
 #define FAST_MATVEC kb_matvec
+#define FAST_MATVEC_EXACT kb_matvec_exact
+#define FAST_MATVEC_Q8 kb_matvec_q8
+#define FAST_SET_MODE kb_matvec_set_mode
+#define FAST_MODE kb_matvec_mode
+#define FAST_MODE_NAME kb_matvec_mode_name
 #define TEST_NAME "quant"
 #endif
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------ randomness */
 
@@ -225,7 +237,7 @@ static void test_dequant(uint32_t type) {
     free(fast);
 }
 
-/* Block length over which kb_matvec quantises x to 8 bits (0: x stays f32). */
+/* Block length over which kb_matvec_q8 quantises x to 8 bits (0: x stays f32). */
 static int act_block(uint32_t type) {
     switch (type) {
     case GGML_Q4_0: case GGML_Q4_1: case GGML_Q5_0: case GGML_Q5_1: case GGML_Q8_0: return 32;
@@ -234,76 +246,141 @@ static int act_block(uint32_t type) {
     }
 }
 
-/* Fast matvec within the bound of quant.h:
- *   |y - yref| <= 1.0001 * sum_b (max|x_b|/127/2) sum_{j in b} |w_j|    (8-bit activation types;
- *                                                 blocks b of 32, or 256 for the K-quants)
- *              + (cols/8 + 32) * 2^-24 * 2 * sum_j |w_j x_j|           (f32 summation, 2x margin)
- * The first term is the worst case of rounding x to 8 bits per block of 32;
- * the second covers f32 accumulation in 8 lanes plus block scales' rounding. */
-static void test_matvec(uint32_t type, int rows, int cols) {
+/* Sum of the magnitudes of the terms of element e's formula (quant.h's t):
+ * |d q| + |m| for Q4_1/Q5_1, |d sc q| + |dmin mn| for Q4_K (d sc, dmin mn
+ * rounded to f32 as both implementations do), |w| otherwise. Recomputed here
+ * from the layout like element_value. */
+static double element_terms(uint32_t type, const uint8_t *blk, int e) {
+    double w = element_value(type, blk, e);
+    switch (type) {
+    case GGML_Q4_1:
+    case GGML_Q5_1: {
+        double m = half_at(blk + 2);
+        return fabs(w - m) + fabs(m);
+    }
+    case GGML_Q4_K: {
+        const uint8_t *s = blk + 4;
+        int k = e / 32, mn = k < 4 ? s[4 + k] % 64 : s[8 + k - 4] / 16 + 16 * (s[4 + k - 4] / 64);
+        double m = (float)((float)half_at(blk + 2) * (float)mn);
+        return fabs(w + m) + fabs(m);
+    }
+    default: return fabs(w);
+    }
+}
+
+enum { MV_EXACT, MV_Q8 };
+
+typedef void (*matvec_fn)(uint32_t, const void *, size_t, int, int, const float *, float *);
+
+/* Random x in [-1, 1] with a few outliers (as activations have) and, when
+ * cols >= 64, an all-zero block (the scale-0 path of the q8 quantiser). */
+static void fill_x(float *x, int cols) {
+    for (int c = 0; c < cols; c++) {
+        double u = rng_unit() * 2 - 1;
+        x[c] = (float)(c % 97 == 5 ? 8 * u : u);
+    }
+    if (cols >= 64)
+        for (int c = 32; c < 64; c++) x[c] = 0.0f;
+}
+
+/* Rows of y outside the bound of `mode` against kb_matvec_ref (W, x given):
+ *
+ * exact: |y - yref| <= 2 * (cols/32 + 16) * 2^-24 * sum_j |x_j| t_j
+ *   (t_j from element_terms). Derivation (quant.h): every kernel sums each
+ *   f32 lane over at most cols/16 products (the plain-C and AVX2 dots keep
+ *   16 partial sums; the AVX-512 kernels fold one block of 32 per lane step),
+ *   then a 16-lane reduction and the per-block m_b * xsum_b terms (xsum over
+ *   32 elements in 5 levels); the reference's own weights carry <= 2
+ *   roundings of t_j each and its final rounding to f32 adds u|y|. Each
+ *   rounding is at most u = 2^-24 of the magnitudes involved, so
+ *   (cols/32 + 16) u sum |x| t with a factor 2 margin covers all of it. For
+ *   real weights t is a few |w|: about 1e-5 of sum |w x| at cols = 576, far
+ *   below the ~1e-3 of 8-bit activations (test_exact_bound_catches_q8).
+ * q8: |y - yref| <= 1.0001 * sum_b (max|x_b|/127/2) sum_{j in b} |w_j|
+ *       + (cols/8 + 32) * 2^-24 * 2 * sum_j |w_j x_j|
+ *   (8-bit activation types: blocks b of 32, or 256 for the K-quants; the
+ *   first term is the worst case of rounding x to 8 bits per block, the
+ *   second f32 accumulation in 8 lanes plus block scales' rounding, 2x margin).
+ * *worst gets the largest err / tol. */
+static int rows_outside(int mode, uint32_t type, const uint8_t *W, size_t rb, int rows, int cols,
+                        const float *x, const float *y, const float *yr, double *worst) {
+    const kb_qtype *t = kb_qtype_info(type);
+    float *wrow = malloc((size_t)cols * 4);
+    int bad = 0;
+    *worst = 0;
+    for (int r = 0; r < rows; r++) {
+        const uint8_t *row = W + (size_t)r * rb;
+        kb_dequant_ref(type, row, wrow, cols);
+        double tol;
+        if (mode == MV_EXACT) {
+            double st = 0;
+            for (int c = 0; c < cols; c++)
+                st += fabs((double)x[c]) * element_terms(type, row + (size_t)(c / t->blck) * t->bytes, c % t->blck);
+            tol = 2 * (cols / 32.0 + 16) * ldexp(st, -24);
+        } else {
+            double act = 0, sum_abs = 0;
+            int ab = act_block(type) ? act_block(type) : 32;
+            for (int b = 0; b < cols / ab; b++) {
+                double amax = 0, wabs = 0;
+                for (int j = ab * b; j < ab * b + ab; j++) {
+                    amax = fmax(amax, fabs(x[j]));
+                    wabs += fabs(wrow[j]);
+                }
+                act += amax / 127 / 2 * wabs;
+            }
+            for (int c = 0; c < cols; c++) sum_abs += fabs((double)wrow[c] * x[c]);
+            tol = (act_block(type) ? 1.0001 * act : 0) + (cols / 8.0 + 32) * ldexp(2 * sum_abs, -24);
+        }
+        tol += 1e-30;
+        double err = fabs((double)y[r] - yr[r]);
+        if (err / tol > *worst) *worst = err / tol;
+        if (!(err <= tol)) bad++;
+    }
+    free(wrow);
+    return bad;
+}
+
+static void test_matvec(int mode, uint32_t type, int rows, int cols) {
     const kb_qtype *t = kb_qtype_info(type);
     size_t rb = kb_row_bytes(type, cols);
     uint8_t *W = malloc(rb * (size_t)rows);
     float *x = malloc((size_t)cols * 4), *y = malloc((size_t)rows * 4 + 64),
-          *yr = malloc((size_t)rows * 4), *wrow = malloc((size_t)cols * 4);
+          *yr = malloc((size_t)rows * 4);
     fill_blocks(type, W, (int64_t)(rb / (size_t)t->bytes) * rows);
-    for (int c = 0; c < cols; c++) {
-        double u = rng_unit() * 2 - 1;
-        x[c] = (float)(c % 97 == 5 ? 8 * u : u); /* a few outliers, as activations have */
-    }
-    if (cols >= 64)
-        for (int c = 32; c < 64; c++) x[c] = 0.0f; /* an all-zero block: scale 0 path */
+    fill_x(x, cols);
     for (int r = 0; r < rows + 16; r++) y[r] = -12345.0f; /* canary past the end */
-    FAST_MATVEC(type, W, rb, rows, cols, x, y);
+    (mode == MV_EXACT ? FAST_MATVEC_EXACT : FAST_MATVEC_Q8)(type, W, rb, rows, cols, x, y);
     kb_matvec_ref(type, W, rb, rows, cols, x, yr);
-    int bad = 0;
-    double worst = 0;
-    for (int r = 0; r < rows; r++) {
-        kb_dequant_ref(type, W + (size_t)r * rb, wrow, cols);
-        double act = 0, sum_abs = 0;
-        int ab = act_block(type) ? act_block(type) : 32;
-        for (int b = 0; b < cols / ab; b++) {
-            double amax = 0, wabs = 0;
-            for (int j = ab * b; j < ab * b + ab; j++) {
-                amax = fmax(amax, fabs(x[j]));
-                wabs += fabs(wrow[j]);
-            }
-            act += amax / 127 / 2 * wabs;
-        }
-        for (int c = 0; c < cols; c++) sum_abs += fabs((double)wrow[c] * x[c]);
-        double tol = (act_block(type) ? 1.0001 * act : 0) +
-                     (cols / 8.0 + 32) * ldexp(2 * sum_abs, -24) + 1e-30;
-        double err = fabs((double)y[r] - yr[r]);
-        if (err / tol > worst) worst = err / tol;
-        if (!(err <= tol) && bad++ < 3)
-            fprintf(stderr, "  %s %dx%d row %d: fast %.9g ref %.9g (tol %.3g)\n", t->name, rows,
-                    cols, r, y[r], yr[r], tol);
-    }
+    double worst;
+    int bad = rows_outside(mode, type, W, rb, rows, cols, x, y, yr, &worst);
+    if (bad)
+        for (int r = 0, shown = 0; r < rows && shown < 3; r++)
+            if (y[r] != yr[r] && shown++ < 3)
+                fprintf(stderr, "  %s %dx%d row %d: fast %.9g ref %.9g\n", t->name, rows, cols, r, y[r], yr[r]);
     int canary = 0;
     for (int r = rows; r < rows + 16; r++) canary += y[r] != -12345.0f;
-    CHECK_MSG(bad == 0, "%s %dx%d: %d rows outside the bound", t->name, rows, cols, bad);
-    CHECK_MSG(canary == 0, "%s %dx%d: wrote past y[rows]", t->name, rows, cols);
-    (void)worst;
+    const char *mn = mode == MV_EXACT ? "exact" : "q8";
+    if (getenv("QUANT_VERBOSE")) /* how close to the bound (1 = at it) */
+        fprintf(stderr, "  %s %s %dx%d: worst err/tol %.3g\n", mn, t->name, rows, cols, worst);
+    CHECK_MSG(bad == 0, "%s %s %dx%d: %d rows outside the bound (worst err/tol %.3g)", mn, t->name, rows,
+              cols, bad, worst);
+    CHECK_MSG(canary == 0, "%s %s %dx%d: wrote past y[rows]", mn, t->name, rows, cols);
     free(W);
     free(x);
     free(y);
     free(yr);
-    free(wrow);
 }
 
-/* Typical size of the Q8-activation error, relative to the row's scale
- * sum_j |w_j x_j|: about 1e-3 here (measured 0.9e-3..1.4e-3 on uniform x, as
- * llama.cpp's Q8_0/Q8_1 activations give); fail above 5e-3, which would mean
- * x is quantised more coarsely than 8 bits per block of 32. */
-static void test_matvec_typical_error(uint32_t type) {
-    int rows = 64, cols = act_block(type) == 256 ? 512 : 576;
+/* Relative error max_r |y_r - yref_r| / sum_j |w_rj x_j| on 64 random rows. */
+static double typical_error(matvec_fn f, uint32_t type, int cols) {
+    int rows = 64;
     size_t rb = kb_row_bytes(type, cols);
     uint8_t *W = malloc(rb * (size_t)rows);
     float *x = malloc((size_t)cols * 4), *y = malloc((size_t)rows * 4), *yr = malloc((size_t)rows * 4),
           *wrow = malloc((size_t)cols * 4);
     fill_blocks(type, W, (int64_t)(rb / (size_t)kb_qtype_info(type)->bytes) * rows);
     for (int c = 0; c < cols; c++) x[c] = (float)(rng_unit() * 2 - 1);
-    FAST_MATVEC(type, W, rb, rows, cols, x, y);
+    f(type, W, rb, rows, cols, x, y);
     kb_matvec_ref(type, W, rb, rows, cols, x, yr);
     double worst = 0;
     for (int r = 0; r < rows; r++) {
@@ -312,32 +389,156 @@ static void test_matvec_typical_error(uint32_t type) {
         for (int c = 0; c < cols; c++) s += fabs((double)wrow[c] * x[c]);
         worst = fmax(worst, fabs((double)y[r] - yr[r]) / s);
     }
-    CHECK_MSG(worst < 5e-3, "%s: relative error %.3g", kb_qtype_info(type)->name, worst);
     free(W);
     free(x);
     free(y);
     free(yr);
     free(wrow);
+    return worst;
+}
+
+/* Typical sizes of the errors, relative to the row's scale sum_j |w_j x_j|.
+ * q8: about 1e-3 (measured 0.9e-3..1.4e-3 on uniform x, as llama.cpp's
+ * Q8_0/Q8_1 activations give); fail above 5e-3, which would mean x is
+ * quantised more coarsely than 8 bits per block of 32. exact: f32 rounding,
+ * measured ~1e-7 here; fail above 1e-5 (the target the exact path was built
+ * for: at most 1/100 of the q8 error). */
+static void test_matvec_typical_error(uint32_t type) {
+    int cols = kb_qtype_info(type)->blck == 256 ? 512 : 576;
+    double e = typical_error(FAST_MATVEC_EXACT, type, cols);
+    if (getenv("QUANT_VERBOSE")) fprintf(stderr, "  exact %s: relative error %.3g\n", kb_qtype_info(type)->name, e);
+    CHECK_MSG(e < 1e-5, "exact %s: relative error %.3g", kb_qtype_info(type)->name, e);
+    if (act_block(type)) {
+        double q = typical_error(FAST_MATVEC_Q8, type, cols);
+        CHECK_MSG(q < 5e-3, "q8 %s: relative error %.3g", kb_qtype_info(type)->name, q);
+    }
+}
+
+/* The exact bound must be able to fail: the q8 path's results, judged by it,
+ * fall outside on most rows (8-bit activations err ~1e-3 of sum |w x|; the
+ * exact tolerance is ~1e-5 of it). */
+static void test_exact_bound_catches_q8(uint32_t type) {
+    int rows = 64, cols = kb_qtype_info(type)->blck == 256 ? 512 : 576;
+    size_t rb = kb_row_bytes(type, cols);
+    uint8_t *W = malloc(rb * (size_t)rows);
+    float *x = malloc((size_t)cols * 4), *y = malloc((size_t)rows * 4), *yr = malloc((size_t)rows * 4);
+    fill_blocks(type, W, (int64_t)(rb / (size_t)kb_qtype_info(type)->bytes) * rows);
+    fill_x(x, cols);
+    FAST_MATVEC_Q8(type, W, rb, rows, cols, x, y);
+    kb_matvec_ref(type, W, rb, rows, cols, x, yr);
+    double worst;
+    int bad = rows_outside(MV_EXACT, type, W, rb, rows, cols, x, y, yr, &worst);
+    CHECK_MSG(bad > rows / 2, "%s: the exact bound passed %d of %d q8 rows (worst err/tol %.3g)",
+              kb_qtype_info(type)->name, rows - bad, rows, worst);
+    free(W);
+    free(x);
+    free(y);
+    free(yr);
+}
+
+/* kb_matvec follows the mode: bit-identical to the path it names. */
+static void test_mode_dispatch(void) {
+    CHECK_EQ_INT(FAST_SET_MODE(7), KB_EINPUT);
+    CHECK_EQ_INT(FAST_SET_MODE(-1), KB_EINPUT);
+    CHECK_STREQ(FAST_MODE_NAME(KB_MATVEC_EXACT), "exact");
+    CHECK_STREQ(FAST_MODE_NAME(KB_MATVEC_Q8), "q8");
+    CHECK_STREQ(FAST_MODE_NAME(5), "?");
+    int rows = 40, cols = 576;
+    size_t rb = kb_row_bytes(GGML_Q4_1, cols);
+    uint8_t *W = malloc(rb * (size_t)rows);
+    float *x = malloc((size_t)cols * 4), *y = malloc((size_t)rows * 4), *ye = malloc((size_t)rows * 4),
+          *yq = malloc((size_t)rows * 4);
+    fill_blocks(GGML_Q4_1, W, (int64_t)(rb / 20) * rows);
+    fill_x(x, cols);
+    FAST_MATVEC_EXACT(GGML_Q4_1, W, rb, rows, cols, x, ye);
+    FAST_MATVEC_Q8(GGML_Q4_1, W, rb, rows, cols, x, yq);
+    CHECK(memcmp(ye, yq, (size_t)rows * 4) != 0); /* the two paths do differ */
+    CHECK_EQ_INT(FAST_SET_MODE(KB_MATVEC_Q8), 0);
+    CHECK_EQ_INT(FAST_MODE(), KB_MATVEC_Q8);
+    FAST_MATVEC(GGML_Q4_1, W, rb, rows, cols, x, y);
+    CHECK(memcmp(y, yq, (size_t)rows * 4) == 0);
+    CHECK_EQ_INT(FAST_SET_MODE(KB_MATVEC_EXACT), 0);
+    CHECK_EQ_INT(FAST_MODE(), KB_MATVEC_EXACT);
+    FAST_MATVEC(GGML_Q4_1, W, rb, rows, cols, x, y);
+    CHECK(memcmp(y, ye, (size_t)rows * 4) == 0);
+    free(W);
+    free(x);
+    free(y);
+    free(ye);
+    free(yq);
+}
+
+/* The first mode query reads KVBENCH_MATVEC (once): checked in child
+ * processes, each with a fresh mode. Returns the child's mode, or -1; the
+ * child's stderr goes to errbuf. */
+static int mode_in_child(const char *env, char *errbuf, size_t errlen) {
+    int fd[2];
+    if (pipe(fd)) return -1;
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        dup2(fd[1], 2);
+        close(fd[0]);
+        if (env)
+            setenv("KVBENCH_MATVEC", env, 1);
+        else
+            unsetenv("KVBENCH_MATVEC");
+        int m = FAST_MODE();
+        int again = FAST_MODE(); /* read once: stable, no second warning */
+        _exit(m == again ? m : 9);
+    }
+    close(fd[1]);
+    size_t n = 0;
+    ssize_t k;
+    while (n + 1 < errlen && (k = read(fd[0], errbuf + n, errlen - 1 - n)) > 0) n += (size_t)k;
+    errbuf[n] = 0;
+    close(fd[0]);
+    int st;
+    if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return -1;
+    return WEXITSTATUS(st);
+}
+
+static void test_mode_env(void) {
+    char err[512];
+    CHECK_EQ_INT(mode_in_child(NULL, err, sizeof err), KB_MATVEC_EXACT);
+    CHECK_STREQ(err, "");
+    CHECK_EQ_INT(mode_in_child("", err, sizeof err), KB_MATVEC_EXACT);
+    CHECK_EQ_INT(mode_in_child("exact", err, sizeof err), KB_MATVEC_EXACT);
+    CHECK_STREQ(err, "");
+    CHECK_EQ_INT(mode_in_child("q8", err, sizeof err), KB_MATVEC_Q8);
+    CHECK_STREQ(err, "");
+    CHECK_EQ_INT(mode_in_child("Q8-fast", err, sizeof err), KB_MATVEC_EXACT);
+    CHECK_MSG(strstr(err, "KVBENCH_MATVEC") && strstr(err, "'Q8-fast'") && strstr(err, "expected"),
+              "warning names the variable, the value and what was expected: '%s'", err);
+    CHECK_MSG(strchr(err, '\n') == strrchr(err, '\n'), "warned more than once: '%s'", err);
 }
 
 int main(void) {
+    test_mode_env(); /* first: forks before any OpenMP thread exists */
     test_table();
     for (size_t i = 0; i < KB_ARRAY_LEN(supported); i++) test_dequant(supported[i]);
     static const int shapes32[][2] = {{1, 32}, {7, 64}, {33, 576}, {193, 576}, {577, 576},
-                                      {31, 1536}, {1, 4096}, {130, 160}};
+                                      {31, 1536}, {1, 4096}, {130, 160}, {9, 1056}};
     static const int shapes256[][2] = {{1, 256}, {3, 512}, {97, 1024}, {301, 768}};
-    for (size_t i = 0; i < KB_ARRAY_LEN(supported); i++) {
-        uint32_t type = supported[i];
-        if (kb_qtype_info(type)->blck == 256) {
-            for (size_t s = 0; s < KB_ARRAY_LEN(shapes256); s++)
-                test_matvec(type, shapes256[s][0], shapes256[s][1]);
-        } else {
-            for (size_t s = 0; s < KB_ARRAY_LEN(shapes32); s++)
-                test_matvec(type, shapes32[s][0], shapes32[s][1]);
-            /* 1-element blocks: odd lengths too */
-            if (kb_qtype_info(type)->blck == 1) test_matvec(type, 5, 37);
+    for (int mode = MV_EXACT; mode <= MV_Q8; mode++) {
+        for (size_t i = 0; i < KB_ARRAY_LEN(supported); i++) {
+            uint32_t type = supported[i];
+            if (kb_qtype_info(type)->blck == 256) {
+                for (size_t s = 0; s < KB_ARRAY_LEN(shapes256); s++)
+                    test_matvec(mode, type, shapes256[s][0], shapes256[s][1]);
+            } else {
+                for (size_t s = 0; s < KB_ARRAY_LEN(shapes32); s++)
+                    test_matvec(mode, type, shapes32[s][0], shapes32[s][1]);
+                /* 1-element blocks: odd lengths too */
+                if (kb_qtype_info(type)->blck == 1) test_matvec(mode, type, 5, 37);
+            }
         }
-        if (act_block(type)) test_matvec_typical_error(type);
     }
+    for (size_t i = 0; i < KB_ARRAY_LEN(supported); i++) {
+        test_matvec_typical_error(supported[i]);
+        if (act_block(supported[i])) test_exact_bound_catches_q8(supported[i]);
+    }
+    test_mode_dispatch();
     return check_summary(TEST_NAME);
 }

@@ -1,16 +1,36 @@
 /* test_quant_scalar.c - the plain-C fallback of kernels/cpu/quant_cpu.c (the
  * code a machine without AVX2 runs), compiled here under other names with the
  * SIMD macros hidden, then put through every check of test_quant.c. */
-#undef __AVX2__
-#undef __F16C__
+#undef __AVX512F__
+#undef __AVX512BW__
+#undef __AVX512VL__
+#undef __AVX512DQ__
 #undef __AVX512VNNI__
+#undef __AVX2__
+#undef __FMA__
+#undef __F16C__
 #define kb_dequant kb_dequant_scalar
 #define kb_matvec kb_matvec_scalar
+#define kb_matvec_exact kb_matvec_exact_scalar
+#define kb_matvec_q8 kb_matvec_q8_scalar
+#define kb_matvec_set_mode kb_matvec_set_mode_scalar
+#define kb_matvec_mode kb_matvec_mode_scalar
+#define kb_matvec_mode_name kb_matvec_mode_name_scalar
 #include "kernels/cpu/quant_cpu.c"
 #undef kb_dequant
 #undef kb_matvec
+#undef kb_matvec_exact
+#undef kb_matvec_q8
+#undef kb_matvec_set_mode
+#undef kb_matvec_mode
+#undef kb_matvec_mode_name
 
 #define FAST_DEQUANT kb_dequant_scalar
 #define FAST_MATVEC kb_matvec_scalar
+#define FAST_MATVEC_EXACT kb_matvec_exact_scalar
+#define FAST_MATVEC_Q8 kb_matvec_q8_scalar
+#define FAST_SET_MODE kb_matvec_set_mode_scalar
+#define FAST_MODE kb_matvec_mode_scalar
+#define FAST_MODE_NAME kb_matvec_mode_name_scalar
 #define TEST_NAME "quant_scalar"
 #include "test_quant.c"
