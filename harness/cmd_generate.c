@@ -181,16 +181,8 @@ int cmd_generate(int argc, char **argv) {
     double t0 = kb_now();
     rc = forward_prefill(f, ids, n - 1, 0, &pbe, NULL, 0, &err);
     double t_prefill = kb_now() - t0;
-    kb_method_ctx ctx = {0};
-    ctx.n_layers = hp->n_layer;
-    ctx.Hq = hp->n_head;
-    ctx.Hkv = hp->n_head_kv;
-    ctx.D = hp->head_dim;
-    ctx.kv_dtype = kv;
-    ctx.L_prompt = n;
-    ctx.N_new = (int)max_new;
-    ctx.S = KB_MIN(n + (int)max_new, hp->n_ctx_train);
-    ctx.n_ctx = hp->n_ctx_train;
+    kb_method_ctx ctx = method_ctx_make(hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim, kv,
+                                        hp->n_ctx_train, n, (int)max_new);
     kb_methodset *ms = NULL;
     if (!rc) rc = methodset_build(&mp, &ctx, &pf, &ms, &err);
     if (rc) {

@@ -243,17 +243,17 @@ static int teacher_forced(drv *d, const kb_cell *c, const kb_method_ctx *ctx, fi
     return 0;
 }
 
+/* The method context of a sample whose first prompt has L tokens. */
+static kb_method_ctx sample_ctx(const drv *d, const kb_sample *s, int L) {
+    const kb_hparams *hp = &d->m->hp;
+    return method_ctx_make(hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim, d->cfg->kv_dtype,
+                           hp->n_ctx_train, L, max_new_of(s));
+}
+
 static int run_cell(drv *d, long seq, const kb_sample *s, const kb_cell *c, const sample_prep *sp,
                     int tracing, kb_err *err) {
     const kb_hparams *hp = &d->m->hp;
-    kb_method_ctx ctx = {0};
-    ctx.n_layers = hp->n_layer;
-    ctx.Hq = hp->n_head;
-    ctx.Hkv = hp->n_head_kv;
-    ctx.D = hp->head_dim;
-    ctx.kv_dtype = d->cfg->kv_dtype;
-    ctx.n_ctx = hp->n_ctx_train;
-    ctx.N_new = max_new_of(s);
+    kb_method_ctx ctx = sample_ctx(d, s, sp->L);
     int rc = 0;
     kb_methodset *ms = NULL;
     if (s->multi_request) {
@@ -261,8 +261,7 @@ static int run_cell(drv *d, long seq, const kb_sample *s, const kb_cell *c, cons
         for (int t = 0; t < s->n_turns && !rc; t++) {
             kb_tokens req;
             if ((rc = render_request(&d->rend, s, t, &req, err))) break;
-            ctx.L_prompt = P + req.n;
-            ctx.S = KB_MIN(ctx.L_prompt + ctx.N_new, ctx.n_ctx);
+            ctx = sample_ctx(d, s, P + req.n);
             if ((rc = methodset_build(&c->p, &ctx, &d->pf, &ms, err))) {
                 tokens_free(&req);
                 break;
@@ -287,8 +286,6 @@ static int run_cell(drv *d, long seq, const kb_sample *s, const kb_cell *c, cons
         }
         return rc;
     }
-    ctx.L_prompt = sp->L;
-    ctx.S = KB_MIN(sp->L + ctx.N_new, ctx.n_ctx);
     if ((rc = methodset_build(&c->p, &ctx, &d->pf, &ms, err))) return rc;
     int pos = sp->L - 1; /* position of the token decoded first */
     int32_t first = sp->first.ids[sp->L - 1];
@@ -481,16 +478,7 @@ static int fid_reference(drv *d, const kb_sample *s, const sample_prep *sp, kb_e
     kb_method_params p;
     int rc = method_params_default(method_find("full"), -1, &p, err);
     const kb_hparams *hp = &d->m->hp;
-    kb_method_ctx ctx = {0};
-    ctx.n_layers = hp->n_layer;
-    ctx.Hq = hp->n_head;
-    ctx.Hkv = hp->n_head_kv;
-    ctx.D = hp->head_dim;
-    ctx.kv_dtype = d->cfg->kv_dtype;
-    ctx.n_ctx = hp->n_ctx_train;
-    ctx.N_new = max_new_of(s);
-    ctx.L_prompt = sp->L;
-    ctx.S = KB_MIN(sp->L + ctx.N_new, ctx.n_ctx);
+    kb_method_ctx ctx = sample_ctx(d, s, sp->L);
     kb_methodset *ms = NULL;
     if (!rc) rc = methodset_build(&p, &ctx, &d->pf, &ms, err);
     if (rc) return rc;

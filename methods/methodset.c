@@ -47,6 +47,22 @@ static void turn_free(kb_methodset *m) {
     m->turn = NULL;
 }
 
+kb_method_ctx method_ctx_make(int n_layers, int Hq, int Hkv, int D, kb_dtype kv_dtype, int n_ctx,
+                              int L_prompt, int N_new) {
+    kb_method_ctx c;
+    memset(&c, 0, sizeof c);
+    c.n_layers = n_layers;
+    c.Hq = Hq;
+    c.Hkv = Hkv;
+    c.D = D;
+    c.kv_dtype = kv_dtype;
+    c.n_ctx = n_ctx;
+    c.L_prompt = L_prompt;
+    c.N_new = N_new;
+    c.S = KB_MIN(L_prompt + N_new, n_ctx);
+    return c;
+}
+
 int methodset_build(const kb_method_params *p, const kb_method_ctx *ctx, const kb_prefill *pf,
                     kb_methodset **out, kb_err *err) {
     const kb_method_ops *full = method_find("full");

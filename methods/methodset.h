@@ -23,6 +23,11 @@ typedef struct kb_cell_account {
     double attended;        /* per query head, mean over layers */
 } kb_cell_account;
 
+/* A method context for a model's shape: L_prompt and N_new set S =
+ * min(L_prompt + N_new, n_ctx) (methods.md notation). */
+kb_method_ctx method_ctx_make(int n_layers, int Hq, int Hkv, int D, kb_dtype kv_dtype, int n_ctx,
+                              int L_prompt, int N_new);
+
 /* ctx: model-wide fields (n_layers, Hq, Hkv, D, kv_dtype, L_prompt, N_new, S,
  * n_ctx); the layer field is filled per layer. */
 int methodset_build(const kb_method_params *p, const kb_method_ctx *ctx, const kb_prefill *pf,
