@@ -1,7 +1,9 @@
 /* atomic.c - temp file + fsync + rename (atomic.h). */
 #include "harness/atomic.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -71,4 +73,24 @@ int make_dirs(const char *path, kb_err *err) {
     if (mkdir(buf, 0777) && errno != EEXIST)
         return kb_fail(err, KB_ERUNTIME, "%s: cannot create directory: %s", buf, strerror(errno));
     return 0;
+}
+
+int atomic_clean_stale(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *t = strstr(e->d_name, ".tmp.");
+        if (!t) continue;
+        char *end;
+        long pid = strtol(t + 5, &end, 10);
+        if (*end || pid <= 0) continue;
+        if (pid != (long)getpid() && kill((pid_t)pid, 0) == 0) continue; /* writer alive */
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (unlink(path) == 0) n++;
+    }
+    closedir(d);
+    return n;
 }

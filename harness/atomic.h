@@ -20,6 +20,9 @@ int atomic_commit(kb_atomic_file *a, kb_err *err);
 void atomic_abort(kb_atomic_file *a);
 /* Writes len bytes to path atomically. */
 int atomic_write(const char *path, const void *data, size_t len, kb_err *err);
+/* Removes temporaries left in dir by processes that died mid-write (SIGKILL):
+ * files named <name>.tmp.<pid> whose pid is not running. Returns the count. */
+int atomic_clean_stale(const char *dir);
 /* mkdir -p */
 int make_dirs(const char *path, kb_err *err);
 

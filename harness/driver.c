@@ -606,6 +606,7 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
         }
         if (o->resume && !o->force && (rc = runinfo_check_same(&ri, runjson, err))) goto done_ri;
     }
+    atomic_clean_stale(out); /* what a killed run was writing */
     done_set done = {0};
     if (o->resume && file_exists(d.samples_path)) {
         if ((rc = table_read_csv(d.samples_path, kb_samples_cols, kb_samples_ncols, &d.rows, err)))
