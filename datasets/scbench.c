@@ -382,6 +382,9 @@ static int load_line(const cJSON *obj, long lineno, void *ctx, kb_err *err) {
             }
             /* SCBench's label: [option text, option letter] */
             char l[2] = {(char)('A' + letter), 0};
+            /* an array answer had more than one element: keep the first
+             * (leaked before; found by tests/fuzz/fuzz_jsonl.c) */
+            for (int k = 1; k < tu[t].n_answers; k++) free(tu[t].answers[k]);
             tu[t].answers = KB_REALLOC(tu[t].answers, 2 * sizeof *tu[t].answers);
             tu[t].answers[1] = kb_strdup(l);
             tu[t].n_answers = 2;

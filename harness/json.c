@@ -52,8 +52,11 @@ int json_parse(const char *text, size_t len, const char *name, cJSON **out, kb_e
         if (!at || at < text || at > text + len) at = text + len;
         long line, col;
         line_col(text, at, &line, &col);
-        return kb_fail(err, KB_EINPUT, "%s:%ld:%ld: invalid JSON near '%.20s'", name, line, col,
-                       at);
+        /* text need not be NUL-terminated (found by tests/fuzz/fuzz_config.c):
+         * quote at most the bytes left before text + len */
+        int near = (int)KB_MIN((size_t)20, (size_t)(text + len - at));
+        return kb_fail(err, KB_EINPUT, "%s:%ld:%ld: invalid JSON near '%.*s'", name, line, col,
+                       near, at);
     }
     /* trailing garbage other than whitespace */
     while (end && end < text + len && (*end == ' ' || *end == '\n' || *end == '\t' || *end == '\r'))

@@ -140,7 +140,9 @@ static void ruler_pred(ustr *out, const char *pred) {
     ustr_strip(u.v, u.n, &b, &e);
     for (size_t i = b; i < e; i++) ustr_push(&t, u.v[i] < 0x20 ? '\n' : u.v[i]);
     ustr_strip(t.v, t.n, &b, &e);
-    ustr_lower(out, t.v + b, e - b);
+    /* t.v is NULL for an empty prediction and NULL + 0 is undefined in C
+     * (found by tests/fuzz/fuzz_jsonl.c under clang's UBSan) */
+    ustr_lower(out, t.v ? t.v + b : t.v, e - b);
     ustr_free(&u);
     ustr_free(&t);
 }
