@@ -51,9 +51,10 @@ void kb_matvec(uint32_t type, const void *W, size_t row_bytes, int rows, int col
 
 /* Exact activations (the default): x stays f32; each weight block is decoded
  * to f32 in registers and multiplied with f32 x (the 32-element types as
- * d_b * sum_j q_j x_j + m_b * sum_j x_j, with the per-block sums of x computed
- * once per call; the K-quants per sub-block the same way; F16/BF16/F32 as
- * plain f32 dots). Every difference from kb_matvec_ref is f32 rounding:
+ * d_b * sum_j q_j x_j + m_b * sum_j x_j, q_j the block's integers with the
+ * Q4_0/Q5_0 offset included, m_b = 0 unless Q4_1/Q5_1, and the per-block sums
+ * of x computed once per call; the K-quants per sub-block the same way;
+ * F16/BF16/F32 as plain f32 dots). Every difference from kb_matvec_ref is f32 rounding:
  *     |y_r - yref_r| <= (cols/32 + 16) * 2^-24 * sum_j |x_j| * t_rj
  * where t_rj is the sum of the magnitudes of the terms of element j's
  * formula (|w_rj| for Q4_0/Q5_0/Q8_0/Q6_K/floats, |d q| + |m| for Q4_1/Q5_1,

@@ -809,8 +809,9 @@ typedef struct xctx {
     int cols;
     int nb;      /* blocks of 32 (cols / 32; 0 for the 1-element types) */
     float *xsum; /* [nb, zero-padded to a multiple of 16]: sum of x over block b */
-    float *xs2;  /* [2*nb, zero-padded to a multiple of 16]: 0, xsum[b] pairs, to
-                  * multiply lane-wise with the converted [d_b, m_b] pairs */
+    float *xsr[5]; /* xsr[R] for R = 1, 4: [2*R*nb, zero-padded to a multiple of
+                    * 32]: (0, xsum[b]) repeated R times per block b, to multiply
+                    * lane-wise with the gathered [d, m] pairs of R rows */
 } xctx;
 
 #ifdef __AVX512F__
@@ -819,40 +820,6 @@ static const float iota16[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 1
 /* q (0..15 in the low 4 bits of each i32 lane) -> f32 via the table (vpermps
  * only reads the index's low 4 bits). */
 #define PERM(idx, tbl) _mm512_permutexvar_ps((idx), (tbl))
-
-/* The f16 scales of n <= 16 consecutive blocks of `bytes` bytes, converted
- * to f32 with one gather (the 4 bytes at each block start; masked lanes are
- * not read, so nothing past block n-1 is touched) and F16C. With PAIRS the
- * 4 bytes are [d, m]: sc[2k] = d_k, sc[2k+1] = m_k, and the m_k * xsum_k
- * terms are added into *macc (xs2 = [0, xsum_k] pairs); else sc[k] = d_k.
- * (Gathering replaces a scalar copy whose stores the vector conversion then
- * reloads: that store-forwarding stall cost ~0.5 ns per block here.) */
-/* Blocks per pass of scale conversion and block loop (a multiple of 16;
- * SmolLM2's rows have 18 and 48 blocks). */
-/* Rows per group: they share the x loads and one reduction (8 measured no
- * faster). */
-#define RGRP 4
-#ifndef SC_CHUNK
-#define SC_CHUNK 32
-#endif
-
-static ALWAYS_INLINE void scales16_512(const uint8_t *w, int bytes, int pairs, int n,
-                                       const float *xs2, float *sc, __m512 *macc) {
-    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32(bytes));
-    __mmask16 k = n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
-    __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, idx, w, 1);
-    if (pairs) {
-        __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(g));
-        __m512 hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(g, 1));
-        _mm512_store_ps(sc, lo);
-        _mm512_store_ps(sc + 16, hi);
-        *macc = _mm512_fmadd_ps(lo, _mm512_loadu_ps(xs2), *macc);
-        *macc = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xs2 + 16), *macc);
-    } else {
-        _mm512_store_ps(sc, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g)));
-    }
-}
 
 /* Sum over one Q8_0 block of w_j*x_j / d (signed bytes converted directly). */
 static ALWAYS_INLINE __m512 blk8_512(const uint8_t *qs, __m512 x0, __m512 x1) {
@@ -874,35 +841,73 @@ static inline __m128 hsum4_512(__m512 a, __m512 b, __m512 c, __m512 d) {
 /* Kinds of 32-element block types for rows_exact_32. */
 enum { K4 = 0, K5 = 1, K8 = 2 };
 
+/* Rows per group: they share the x loads and one reduction (8 measured no
+ * faster). */
+#define RGRP 4
+/* Blocks per pass of scale conversion and block loop (SmolLM2's rows have 18
+ * and 48 blocks). */
+#ifndef SC_CHUNK
+#define SC_CHUNK 32
+#endif
+
 /* R (1 or 4) consecutive rows of a 32-element block type, y[0..R).
  * BYTES per block; QOFF: offset of qs; PAIRS: 1 if the block starts with
  * [d, m]; KIND: 4-bit, 5-bit (5th bits at H5OFF) or Q8_0's signed bytes;
  * TBL_OFF: the value table is iota - TBL_OFF (0, 8 or 16). Each block of
  * each row: s = sum of the 32 q_j*x_j (q exact in f32), then
- * acc_row = fma(s, d_b, acc_row); the m_b*xsum_b terms come from the scale
- * pass. Four rows share the x loads and one final reduction. */
+ * acc_row = fma(s, d_b, acc_row). Four rows share the x loads and one final
+ * reduction.
+ *
+ * Scales: per chunk of blocks, the first 4 bytes of every (row, block) are
+ * gathered 16 at a time, lane l = (row l % R, block l / R), converted with
+ * F16C and stored, so that d of (row i, block k) is sc[ds*(R*k + i)]; for
+ * PAIRS the odd lanes hold m, multiplied lane-wise by c->xsr[R] (xsum of
+ * the lane's block in odd lanes, 0 in even ones) into macc. Gathering
+ * replaces a scalar copy whose stores the vector conversion reloads (that
+ * store-forwarding stall cost ~0.5 ns per block); gathering across the R
+ * rows wastes no lanes on SmolLM2's 18-block rows. Masked lanes are not
+ * read, so nothing past the last block is touched. */
 static ALWAYS_INLINE void rows_exact_32(const uint8_t *w, size_t rb, const xctx *c, float *y, int R,
                                         int bytes, int qoff, int pairs, int kind, int h5off,
                                         float tbl_off) {
     const __m512 tbl = _mm512_sub_ps(_mm512_loadu_ps(iota16), _mm512_set1_ps(tbl_off));
-    float sc[RGRP][2 * SC_CHUNK] __attribute__((aligned(64)));
-    __m512 acc[RGRP];
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i gidx = R == 1 ? _mm512_mullo_epi32(lane, _mm512_set1_epi32(bytes))
+                                : _mm512_add_epi32(_mm512_mullo_epi32(_mm512_and_si512(lane, _mm512_set1_epi32(3)),
+                                                                      _mm512_set1_epi32((int)rb)),
+                                                   _mm512_mullo_epi32(_mm512_srli_epi32(lane, 2),
+                                                                      _mm512_set1_epi32(bytes)));
+    const float *xsr = c->xsr[R];
+    float sc[2 * RGRP * SC_CHUNK] __attribute__((aligned(64)));
+    __m512 acc[RGRP], macc = _mm512_setzero_ps();
 #pragma GCC unroll 4
     for (int i = 0; i < RGRP; i++) acc[i] = _mm512_setzero_ps();
-    const int ds = pairs ? 2 : 1; /* stride of d in sc */
+    const int ds = pairs ? 2 : 1; /* floats per (row, block) in sc */
     const int step = R * bytes;   /* weight bytes read per block step */
     for (int b0 = 0; b0 < c->nb; b0 += SC_CHUNK) {
         int n = KB_MIN(SC_CHUNK, c->nb - b0);
         const uint8_t *wb = w + (size_t)b0 * bytes;
         const float *x = c->x + 32 * b0;
-#pragma GCC unroll 4
-        for (int i = 0; i < R; i++)
-            for (int j = 0; j < n; j += 16)
-                scales16_512(wb + i * rb + (size_t)j * bytes, bytes, pairs, n - j, c->xs2 + 2 * (b0 + j),
-                             sc[i] + ds * j, &acc[i]);
-        /* the R rows are contiguous: prefetch that region linearly, as many
-         * lines per step as the step reads */
-        const char *pf = (const char *)wb + PF_DIST;
+        for (int l0 = 0; l0 < R * n; l0 += 16) {
+            int left = R * n - l0;
+            __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+            __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, gidx,
+                                                    wb + (size_t)(l0 / R) * bytes, 1);
+            if (pairs) {
+                __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(g));
+                __m512 hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(g, 1));
+                _mm512_store_ps(sc + 2 * l0, lo);
+                _mm512_store_ps(sc + 2 * l0 + 16, hi);
+                const float *xs = xsr + 2 * (R * b0 + l0);
+                macc = _mm512_fmadd_ps(lo, _mm512_loadu_ps(xs), macc);
+                macc = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xs + 16), macc);
+            } else {
+                _mm512_store_ps(sc + l0, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g)));
+            }
+        }
+        /* the R rows are contiguous (R * rb bytes from w): prefetch that
+         * region linearly, as many lines per block step as the step reads */
+        const char *pf = (const char *)w + PF_DIST + (size_t)b0 * step;
         for (int k = 0; k < n; k++) {
             for (int l = 0; l < step; l += 64) _mm_prefetch(pf + (size_t)k * step + l, _MM_HINT_T0);
             __m512 x0 = _mm512_loadu_ps(x + 32 * k), x1 = _mm512_loadu_ps(x + 32 * k + 16);
@@ -923,14 +928,22 @@ static ALWAYS_INLINE void rows_exact_32(const uint8_t *w, size_t rb, const xctx 
                     }
                     s = _mm512_fmadd_ps(hi, x1, _mm512_mul_ps(lo, x0));
                 }
-                acc[i] = _mm512_fmadd_ps(s, _mm512_set1_ps(sc[i][ds * k]), acc[i]);
+                acc[i] = _mm512_fmadd_ps(s, _mm512_set1_ps(sc[ds * (R * k + i)]), acc[i]);
             }
         }
     }
-    if (R == 4)
-        _mm_storeu_ps(y, hsum4_512(acc[0], acc[1], acc[2], acc[3]));
-    else
-        y[0] = _mm512_reduce_add_ps(acc[0]);
+    if (R == 4) {
+        __m128 r = hsum4_512(acc[0], acc[1], acc[2], acc[3]);
+        if (pairs) { /* macc lane 2l+1 (mod 16) belongs to row l % 4 */
+            __m256 h = _mm256_add_ps(_mm512_castps512_ps256(macc),
+                                     _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(macc), 1)));
+            h = _mm256_permutevar8x32_ps(h, _mm256_setr_epi32(1, 3, 5, 7, 0, 2, 4, 6));
+            r = _mm_add_ps(r, _mm256_castps256_ps128(h));
+        }
+        _mm_storeu_ps(y, r);
+    } else {
+        y[0] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0], macc));
+    }
 }
 
 #define ROWS_32(name, ...)                                                                     \
@@ -986,9 +999,19 @@ static float rowx_q4_k(const uint8_t *w, const xctx *c) {
     return _mm512_reduce_add_ps(_mm512_add_ps(r0, r1)) - _mm_cvtss_f32(m4);
 }
 
-/* Q6_K: per sub-block of 16, fl(d*sc) * sum((q - 32) x), q - 32 exact. */
+/* Q6_K: per sub-block of 16, fl(d*sc) * sum((q - 32) x), q - 32 exact.
+ * The 6-bit values of each half (128 elements) are assembled 64 at a time
+ * with byte operations (low nibbles | two high bits << 4, minus 32), stored
+ * as int8 in element order, and read back 16 at a time sign-extended. */
 static float rowx_q6_k(const uint8_t *w, const xctx *c) {
-    const __m512i m4 = _mm512_set1_epi32(15), m30 = _mm512_set1_epi32(0x30), k32 = _mm512_set1_epi32(32);
+    const __m512i m0f = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30), k32 = _mm512_set1_epi8(32);
+    /* per 16-bit word shift counts: elements 0..31 take qh bits 0-1 (<< 4),
+     * 32..63 bits 2-3 (<< 2); 64..95 bits 4-5 (>> 0), 96..127 bits 6-7 (>> 2).
+     * Word shifts move bits across the two bytes, but only into bits the
+     * 0x30 mask drops. */
+    const __m512i cl = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    const __m512i cr = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    int8_t q[128] __attribute__((aligned(64)));
     __m512 r0 = _mm512_setzero_ps(), r1 = _mm512_setzero_ps();
     for (int s = 0; s < c->cols / 256; s++) {
         const uint8_t *blk = w + (size_t)s * 210;
@@ -1002,25 +1025,23 @@ static float rowx_q6_k(const uint8_t *w, const xctx *c) {
                                           _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
                                               _mm_loadu_si128((const __m128i *)(const void *)(blk + 192))))));
         for (int h = 0; h < 2; h++) {
-            const uint8_t *ql = blk + 64 * h, *qh = blk + 128 + 32 * h;
-            for (int l = 0; l < 2; l++) { /* elements 16l..16l+15 of each group of 32 */
-                __m512i zh = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(qh + 16 * l)));
-                __m512i za = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(ql + 16 * l)));
-                __m512i zb = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(ql + 32 + 16 * l)));
-                __m512i q[4];
-                q[0] = _mm512_or_si512(_mm512_and_si512(za, m4), _mm512_and_si512(_mm512_slli_epi32(zh, 4), m30));
-                q[1] = _mm512_or_si512(_mm512_and_si512(zb, m4), _mm512_and_si512(_mm512_slli_epi32(zh, 2), m30));
-                q[2] = _mm512_or_si512(_mm512_srli_epi32(za, 4), _mm512_and_si512(zh, m30));
-                q[3] = _mm512_or_si512(_mm512_srli_epi32(zb, 4), _mm512_and_si512(_mm512_srli_epi32(zh, 2), m30));
-                for (int g = 0; g < 4; g++) {
-                    const float *xg = x + 128 * h + 32 * g + 16 * l;
-                    __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(q[g], k32)), _mm512_loadu_ps(xg));
-                    __m512 sv = _mm512_set1_ps(sc[8 * h + 2 * g + l]);
-                    if (g & 1)
-                        r1 = _mm512_fmadd_ps(t, sv, r1);
-                    else
-                        r0 = _mm512_fmadd_ps(t, sv, r0);
-                }
+            __m512i ql = _mm512_loadu_si512((const void *)(blk + 64 * h));
+            __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(blk + 128 + 32 * h)));
+            __m512i t01 = _mm512_and_si512(_mm512_sllv_epi16(qh, cl), m30);
+            __m512i t23 = _mm512_and_si512(_mm512_srlv_epi16(qh, cr), m30);
+            /* (a & c) | b */
+            __m512i q01 = _mm512_ternarylogic_epi32(ql, t01, m0f, 0xec);
+            __m512i q23 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql, 4), t23, m0f, 0xec);
+            _mm512_store_si512((void *)q, _mm512_sub_epi8(q01, k32));
+            _mm512_store_si512((void *)(q + 64), _mm512_sub_epi8(q23, k32));
+            const float *xh = x + 128 * h;
+            for (int j = 0; j < 8; j += 2) { /* sub-block 8h + j: elements 16j..16j+15 */
+                __m512 t0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128((const __m128i *)(const void *)(q + 16 * j)))),
+                                          _mm512_loadu_ps(xh + 16 * j));
+                __m512 t1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128((const __m128i *)(const void *)(q + 16 * j + 16)))),
+                                          _mm512_loadu_ps(xh + 16 * j + 16));
+                r0 = _mm512_fmadd_ps(t0, _mm512_set1_ps(sc[8 * h + j]), r0);
+                r1 = _mm512_fmadd_ps(t1, _mm512_set1_ps(sc[8 * h + j + 1]), r1);
             }
         }
     }
@@ -1133,15 +1154,24 @@ static float rowx_generic(uint32_t type, const uint8_t *w, int cols, const float
     return acc;
 }
 
-/* Sums of x per block of 32 into c->xsum (padded with zeros) and c->xs2. */
-static void xctx_init(xctx *c, const float *x, int cols, void *buf) {
+/* Floats of scratch xctx_init needs for nb blocks of 32. */
+static size_t xctx_floats(int nb) {
+    size_t pad = (size_t)(nb + 15) / 16 * 16;
+    return pad + 2 * (pad + 16) + 8 * (pad + 16);
+}
+
+/* Sums of x per block of 32 into c->xsum and their (0, xsum) pair arrays
+ * c->xsr[1], c->xsr[4] (zero-padded), in buf (xctx_floats(cols/32) floats). */
+static void xctx_init(xctx *c, const float *x, int cols, float *buf) {
     c->x = x;
     c->cols = cols;
     c->nb = cols / 32;
     int pad = (c->nb + 15) / 16 * 16;
     c->xsum = buf;
-    c->xs2 = c->xsum + pad;
-    for (int b = 0; b < pad; b++) {
+    c->xsr[1] = c->xsum + pad;
+    c->xsr[4] = c->xsr[1] + 2 * (pad + 16);
+    c->xsr[0] = c->xsr[2] = c->xsr[3] = NULL;
+    for (int b = 0; b < pad + 16; b++) {
         float s = 0.0f;
         if (b < c->nb) {
 #ifdef __AVX512F__
@@ -1150,9 +1180,15 @@ static void xctx_init(xctx *c, const float *x, int cols, void *buf) {
             for (int j = 0; j < 32; j++) s += x[32 * b + j];
 #endif
         }
-        c->xsum[b] = s;
-        c->xs2[2 * b] = 0.0f;
-        c->xs2[2 * b + 1] = s;
+        if (b < pad) c->xsum[b] = s;
+        for (int r = 0; r < 4; r++) {
+            if (r == 0) {
+                c->xsr[1][2 * b] = 0.0f;
+                c->xsr[1][2 * b + 1] = s;
+            }
+            c->xsr[4][8 * b + 2 * r] = 0.0f;
+            c->xsr[4][8 * b + 2 * r + 1] = s;
+        }
     }
 }
 
@@ -1197,9 +1233,8 @@ void kb_matvec_exact(uint32_t type, const void *W, size_t row_bytes, int rows, i
                      const float *x, float *y) {
     if (rows <= 0) return;
     xctx c;
-    int nb = cols / 32, pad = (nb + 15) / 16 * 16;
-    size_t need = (size_t)3 * pad; /* xsum, xs2 */
-    float stackbuf[3 * 512] __attribute__((aligned(64)));
+    size_t need = xctx_floats(cols / 32);
+    float stackbuf[4096] __attribute__((aligned(64)));
     float *heap = NULL, *buf = stackbuf;
     if (need > KB_ARRAY_LEN(stackbuf)) buf = heap = KB_AMALLOC(need * sizeof(float));
     xctx_init(&c, x, cols, buf);
