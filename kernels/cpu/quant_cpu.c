@@ -1197,8 +1197,9 @@ static size_t xctx_floats(int nb) {
 }
 
 /* Sums of x per block of 32 into c->xsum and their (0, xsum) pair arrays
- * c->xsr[1], c->xsr[4] (zero-padded), in buf (xctx_floats(cols/32) floats). */
-static void xctx_init(xctx *c, const float *x, int cols, float *buf) {
+ * c->xsr[1], c->xsr[4] (zero-padded), in buf (xctx_floats(cols/32) floats);
+ * only when `sums` (the types with a min term need them). */
+static void xctx_init(xctx *c, const float *x, int cols, float *buf, int sums) {
     c->x = x;
     c->cols = cols;
     c->nb = cols / 32;
@@ -1208,7 +1209,7 @@ static void xctx_init(xctx *c, const float *x, int cols, float *buf) {
     c->xsr[4] = c->xsr[1] + 2 * (pad + 16);
     c->xsr[0] = c->xsr[2] = c->xsr[3] = NULL;
     c->xp = NULL;
-    for (int b = 0; b < pad + 16; b++) {
+    for (int b = 0; sums && b < pad + 16; b++) {
         float s = 0.0f;
         if (b < c->nb) {
 #ifdef __AVX512F__
@@ -1290,7 +1291,11 @@ void kb_matvec_exact(uint32_t type, const void *W, size_t row_bytes, int rows, i
     float stackbuf[8192] __attribute__((aligned(64)));
     float *heap = NULL, *buf = stackbuf;
     if (need > KB_ARRAY_LEN(stackbuf)) buf = heap = KB_AMALLOC(need * sizeof(float));
-    xctx_init(&c, x, cols, buf);
+    int sums = type == GGML_Q4_1 || type == GGML_Q5_1 || type == GGML_Q4_K;
+#if defined(__AVX512F__) && !defined(NO_K4T)
+    if (type == GGML_Q4_1) sums = 0; /* m is in the block table */
+#endif
+    xctx_init(&c, x, cols, buf, sums);
 #if defined(__AVX512F__) && !defined(NO_K4T)
     if (type == GGML_Q4_0 || type == GGML_Q4_1) xperm_init(&c, buf + base);
 #endif
