@@ -125,6 +125,13 @@ int bench_engine(int argc, char **argv) {
         return rc;
     }
     const kb_hparams *hp = &m->hp;
+    /* decode contexts at the model's limit leave room for the timed tokens */
+    for (int i = 0; i < nctx; i++)
+        if (ctx[i] + dec_tokens > hp->n_ctx_train && ctx[i] <= hp->n_ctx_train && ctx[i] > dec_tokens) {
+            fprintf(stderr, "kvbench bench engine: decode context %d -> %ld (room for %ld decode tokens)\n",
+                    ctx[i], hp->n_ctx_train - dec_tokens, dec_tokens);
+            ctx[i] = hp->n_ctx_train - (int)dec_tokens;
+        }
     int maxlen = 0;
     for (int i = 0; i < npre; i++) maxlen = KB_MAX(maxlen, pre[i]);
     for (int i = 0; i < nctx; i++) maxlen = KB_MAX(maxlen, ctx[i] + (int)dec_tokens);
@@ -185,7 +192,15 @@ int bench_engine(int argc, char **argv) {
     if (!rc) {
         printf("\n%-10s %10s %12s %12s %12s %10s\n", "decode@ctx", "tokens/s", "ms/token",
                "attn ms/tok", "GB/s moved", "of read bw");
-        /* one prefill to the longest context; shorter contexts truncate it */
+        /* one prefill to the longest context; shorter contexts truncate it,
+         * so they are measured from the longest down */
+        for (int i = 0; i < nctx; i++)
+            for (int j = i + 1; j < nctx; j++)
+                if (ctx[j] > ctx[i]) {
+                    int t = ctx[i];
+                    ctx[i] = ctx[j];
+                    ctx[j] = t;
+                }
         int longest = 0;
         for (int i = 0; i < nctx; i++) longest = KB_MAX(longest, ctx[i]);
         prefill_reset(&pf);
