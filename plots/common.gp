@@ -11,3 +11,17 @@ set grid lc rgb "#dddddd"
 set key outside right top box noenhanced
 set style line 1 lw 2 pt 7 ps 1.0
 set border lw 1
+# twelve distinguishable colours (series beyond twelve cycle)
+set linetype 1 lc rgb "#000000"
+set linetype 2 lc rgb "#e41a1c"
+set linetype 3 lc rgb "#377eb8"
+set linetype 4 lc rgb "#4daf4a"
+set linetype 5 lc rgb "#984ea3"
+set linetype 6 lc rgb "#ff7f00"
+set linetype 7 lc rgb "#a65628"
+set linetype 8 lc rgb "#f781bf"
+set linetype 9 lc rgb "#17becf"
+set linetype 10 lc rgb "#999999"
+set linetype 11 lc rgb "#bcbd22"
+set linetype 12 lc rgb "#1f3a93"
+set linetype cycle 12
