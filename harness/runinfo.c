@@ -13,6 +13,8 @@
 #include "harness/machine.h"
 #include "harness/sha256.h"
 #include "harness/version.h"
+#include "kernels/kernels.h"
+#include "kernels/quant.h"
 
 char *openblas_get_corename(void);
 
@@ -84,6 +86,8 @@ cJSON *runinfo_machine_json(void) {
     cJSON_AddStringToObject(o, "host", mc.host);
     cJSON_AddStringToObject(o, "openblas_core", openblas_get_corename());
     cJSON_AddStringToObject(o, "backend", "cpu");
+    cJSON_AddStringToObject(o, "kernels", kernels_get()->name);
+    cJSON_AddStringToObject(o, "matvec", kb_matvec_mode_name(kb_matvec_mode()));
     return o;
 }
 
