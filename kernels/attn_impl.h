@@ -18,5 +18,13 @@ void kb_cpu_attn_dense(const float *q, int G, const kb_kvstream *s, int n, float
 void kb_cpu_attn_causal(const float *Q, int nq, int ldq, int G, const kb_kvstream *s,
                         int n_prior, float scale, float *out, int ldo);
 void kb_cpu_qk_scores(const float *q, int G, const kb_kvstream *s, int n, float *out, int ldo);
+/* kb_kernels.attn_dense_heads: H streams s[0..H) (all their slots), G query
+ * heads each (q, out [H][G][D]), one parallel job over all of them. */
+void kb_cpu_attn_dense_heads(const float *q, int H, int G, const kb_kvstream *s, float scale,
+                             float *out);
+/* Attention of G heads over the slots idx[0..k) of s (all >= 0; the order of
+ * the list does not matter); k = 0 writes zeros. */
+void kb_cpu_attn_gather_rows(const float *q, int G, const kb_kvstream *s, const int32_t *idx,
+                             int k, float scale, float *out);
 
 #endif

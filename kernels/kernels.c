@@ -37,6 +37,7 @@ const kb_kernels kb_kernels_cpu = {
     .hybrid_scores = kb_cpu_hybrid_scores,
     .topk = kb_cpu_topk,
     .topk_pages = kb_cpu_topk_pages,
+    .attn_dense_heads = kb_cpu_attn_dense_heads,
 };
 
 const kb_kernels *kernels_get(void) {

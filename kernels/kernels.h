@@ -79,7 +79,26 @@ typedef struct kb_kernels {
     /* Token-level top-k over the slot scores x[j] = page_score[j / p], j < n
      * (whole pages win, one boundary page may be split: its lowest slots). */
     int (*topk_pages)(const float *page_score, int n, int p, int k, int32_t *idx);
+
+    /* ---- optional (NULL: callers loop over the entries above) ---- */
+
+    /* attn_dense of H streams at once (all their slots): out[h] =
+     * attn_dense(q + h*G*D, G, &s[h], s[h].n), q/out [H][G][D]. One parallel
+     * job for a whole layer instead of H small ones. */
+    void (*attn_dense_heads)(const float *q, int H, int G, const kb_kvstream *s, float scale,
+                             float *out);
 } kb_kernels;
+
+/* kk->attn_dense_heads, or the loop it stands for. */
+static inline void kb_attn_dense_heads(const kb_kernels *kk, const float *q, int H, int G,
+                                       const kb_kvstream *s, float scale, float *out) {
+    if (kk->attn_dense_heads) {
+        kk->attn_dense_heads(q, H, G, s, scale, out);
+        return;
+    }
+    for (int h = 0; h < H; h++)
+        kk->attn_dense(q + (size_t)h * G * s[h].D, G, &s[h], s[h].n, scale, out + (size_t)h * G * s[h].D);
+}
 
 extern const kb_kernels kb_kernels_ref;
 extern const kb_kernels kb_kernels_cpu;

@@ -4,6 +4,16 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "kernels/pool.h"
+
+void mc_parallel(const kb_kernels *kk, int n, void (*fn)(void *ctx, int i, int worker), void *ctx) {
+    if (kk == &kb_kernels_cpu) {
+        kb_pool_run(n, fn, ctx);
+        return;
+    }
+    for (int i = 0; i < n; i++) fn(ctx, i, 0);
+}
+
 void mc_init(kb_mcommon *c, const char *who, const kb_method_params *p, const kb_method_ctx *ctx) {
     memset(c, 0, sizeof *c);
     c->p = *p;

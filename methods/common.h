@@ -71,6 +71,11 @@ void streams_append_token(kb_kvstream *s, int rows, int Hkv, int D, const float 
 /* Appends every slot of the view's KV streams to the matching rows. */
 void streams_append_view(kb_kvstream *s, int rows, const kb_prefill_view *pv);
 
+/* fn(ctx, i, worker) for i < n: on the decode worker pool (kernels/pool.h)
+ * with the fast CPU kernels, in order on this thread with any other backend
+ * (the reference kernels are not reentrant). Chunks must be independent. */
+void mc_parallel(const kb_kernels *kk, int n, void (*fn)(void *ctx, int i, int worker), void *ctx);
+
 /* Bytes of one K+V row. */
 static inline double mc_row_bytes(const kb_mcommon *c) {
     return 2.0 * c->ctx.D * (double)kb_dtype_size(c->ctx.kv_dtype);

@@ -12,9 +12,11 @@
 typedef struct etk_state {
     kb_mcommon c;
     kb_kvstream *s; /* [Hkv] every token */
-    float *sc;      /* [G][cap] scores of one group */
-    float *agg;     /* [cap] */
-    int32_t *idx;   /* [B] */
+    int rows;       /* selection rows: Hq (per_head) or Hkv */
+    float *sc;      /* [Hkv][G][cap] exact scores (scaled) */
+    float *agg;     /* [Hkv][cap] group aggregate (group policies) */
+    int32_t *idx;   /* [rows][B] chosen slots */
+    int *cnt;       /* [rows] */
     int cap;
 } etk_state;
 
@@ -47,7 +49,9 @@ static int etk_init(const kb_method_params *p, const kb_method_ctx *ctx, const k
     st->c.bud.D = ctx->D;
     st->s = streams_new(ctx->Hkv, ctx->kv_dtype, ctx->D, L + KB_MAX(ctx->N_new, 16));
     streams_append_view(st->s, ctx->Hkv, pv);
-    st->idx = KB_MALLOC((size_t)p->budget * sizeof(int32_t));
+    st->rows = p->gqa == KB_GQA_PER_HEAD ? ctx->Hq : ctx->Hkv;
+    st->idx = KB_MALLOC((size_t)st->rows * p->budget * sizeof(int32_t));
+    st->cnt = KB_CALLOC((size_t)st->rows, sizeof(int));
     st->c.n_in = st->c.base = L;
     *state = st;
     return 0;
@@ -63,6 +67,51 @@ static void softmax_inplace(float *x, int n) {
     for (int j = 0; j < n; j++) x[j] *= inv;
 }
 
+/* A decode step: exact scores of every KV group (each a parallel job over
+ * its slots), then two parallel phases over the selection rows (query heads
+ * under per_head, else KV groups): top-k (with the group softmax for the
+ * group policies; scores + top-k are the step's select_seconds) and the
+ * attention over the chosen slots. */
+typedef struct etk_job {
+    etk_state *st;
+    const kb_kernels *kk;
+    const float *q;
+    float *out;
+    int n, kq;
+} etk_job;
+
+static void etk_select_row(void *p, int i, int worker) {
+    (void)worker;
+    etk_job *J = p;
+    etk_state *st = J->st;
+    int G = st->c.G, n = J->n;
+    int32_t *idx = st->idx + (size_t)i * st->c.p.budget;
+    if (st->c.p.gqa == KB_GQA_PER_HEAD) {
+        st->cnt[i] = J->kk->topk(st->sc + (size_t)i * st->cap, n, J->kq, idx); /* row i = head i */
+        return;
+    }
+    float *agg = st->agg + (size_t)i * st->cap;
+    for (int j = 0; j < n; j++) agg[j] = 0;
+    for (int h = 0; h < G; h++) {
+        float *x = st->sc + ((size_t)i * G + h) * st->cap;
+        softmax_inplace(x, n);
+        for (int j = 0; j < n; j++) agg[j] += x[j];
+    }
+    if (st->c.p.gqa == KB_GQA_GROUP_MEAN)
+        for (int j = 0; j < n; j++) agg[j] /= (float)G;
+    st->cnt[i] = J->kk->topk(agg, n, J->kq, idx);
+}
+
+static void etk_attend_row(void *p, int i, int worker) {
+    (void)worker;
+    etk_job *J = p;
+    etk_state *st = J->st;
+    int G = st->c.G, D = st->c.ctx.D, per_head = st->c.p.gqa == KB_GQA_PER_HEAD;
+    int g = per_head ? i / G : i, h0 = per_head ? i : i * G, nh = per_head ? 1 : G;
+    J->kk->attn_gather(J->q + (size_t)h0 * D, nh, &st->s[g], st->idx + (size_t)i * st->c.p.budget,
+                       st->cnt[i], st->c.scale, J->out + (size_t)h0 * D);
+}
+
 static void etk_decode(void *state, const float *q, const float *k, const float *v, int32_t pos,
                        float *out) {
     etk_state *st = state;
@@ -76,40 +125,26 @@ static void etk_decode(void *state, const float *q, const float *k, const float 
         st->cap = KB_MAX(n, 2 * st->cap);
         free(st->sc);
         free(st->agg);
-        st->sc = KB_MALLOC((size_t)G * st->cap * sizeof(float));
-        st->agg = KB_MALLOC((size_t)st->cap * sizeof(float));
+        st->sc = KB_MALLOC((size_t)Hkv * G * st->cap * sizeof(float));
+        st->agg = KB_MALLOC((size_t)Hkv * st->cap * sizeof(float));
     }
     int kq = KB_MIN(c->p.budget, n);
-    mc_sel_begin(c, per_head ? c->ctx.Hq : Hkv, c->p.budget);
-    double distinct = 0;
+    etk_job J = {st, kk, q, out, n, kq};
+    double t0 = kb_now();
     for (int g = 0; g < Hkv; g++) {
-        const float *qg = q + (size_t)g * G * D;
-        kk->qk_scores(qg, G, &st->s[g], n, st->sc, st->cap);
+        float *sc = st->sc + (size_t)g * G * st->cap;
+        kk->qk_scores(q + (size_t)g * G * D, G, &st->s[g], n, sc, st->cap);
         for (int h = 0; h < G; h++)
-            for (int j = 0; j < n; j++) st->sc[(size_t)h * st->cap + j] *= c->scale;
-        if (per_head) {
-            for (int h = 0; h < G; h++) {
-                int cnt = kk->topk(st->sc + (size_t)h * st->cap, n, kq, st->idx);
-                kk->attn_gather(qg + (size_t)h * D, 1, &st->s[g], st->idx, cnt, c->scale,
-                                out + ((size_t)g * G + h) * D);
-                mc_sel_set(c, g * G + h, st->idx, cnt, &st->s[g]);
-            }
-            distinct += mc_sel_distinct(c, g * G, G, n);
-        } else {
-            for (int j = 0; j < n; j++) st->agg[j] = 0;
-            for (int h = 0; h < G; h++) {
-                float *x = st->sc + (size_t)h * st->cap;
-                softmax_inplace(x, n);
-                for (int j = 0; j < n; j++) st->agg[j] += x[j];
-            }
-            if (c->p.gqa == KB_GQA_GROUP_MEAN)
-                for (int j = 0; j < n; j++) st->agg[j] /= (float)G;
-            int cnt = kk->topk(st->agg, n, kq, st->idx);
-            kk->attn_gather(qg, G, &st->s[g], st->idx, cnt, c->scale, out + (size_t)g * G * D);
-            mc_sel_set(c, g, st->idx, cnt, &st->s[g]);
-            distinct += cnt;
-        }
+            for (int j = 0; j < n; j++) sc[(size_t)h * st->cap + j] *= c->scale;
     }
+    mc_parallel(kk, st->rows, etk_select_row, &J);
+    c->acc.select_seconds += kb_now() - t0;
+    mc_parallel(kk, st->rows, etk_attend_row, &J);
+    mc_sel_begin(c, st->rows, c->p.budget);
+    double distinct = 0;
+    for (int i = 0; i < st->rows; i++)
+        mc_sel_set(c, i, st->idx + (size_t)i * c->p.budget, st->cnt[i], &st->s[per_head ? i / G : i]);
+    for (int g = 0; g < Hkv; g++) distinct += per_head ? mc_sel_distinct(c, g * G, G, n) : st->cnt[g];
     c->acc.read_tokeq = distinct / Hkv;
     c->acc.approx_tokeq = 0;
     c->acc.read_bytes = distinct * mc_row_bytes(c);
@@ -161,6 +196,7 @@ static void etk_destroy(void *state) {
     free(st->sc);
     free(st->agg);
     free(st->idx);
+    free(st->cnt);
     mc_free(&st->c);
     free(st);
 }

@@ -44,8 +44,8 @@ static void full_decode(void *state, const float *q, const float *k, const float
     int Hkv = c->ctx.Hkv, D = c->ctx.D, G = c->G;
     streams_append_token(st->s, Hkv, Hkv, D, k, v, pos);
     c->n_in++;
-    for (int g = 0; g < Hkv; g++)
-        kk->attn_dense(q + (size_t)g * G * D, G, &st->s[g], st->s[g].n, c->scale, out + (size_t)g * G * D);
+    (void)D;
+    kb_attn_dense_heads(kk, q, Hkv, G, st->s, c->scale, out); /* all KV heads in one job */
     double n = streams_slots(st->s, Hkv);
     c->acc.sel_streams = 0;
     c->acc.read_tokeq = n / Hkv;

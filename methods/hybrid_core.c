@@ -25,8 +25,10 @@ void hybrid_init(kb_hybrid *h, int Hq, int Hkv, int D, int p, int r, int k, int 
         h->vsum = KB_CALLOC((size_t)Hkv * D, sizeof(double));
         h->vsum_n = KB_CALLOC((size_t)Hkv, sizeof(int));
     }
-    h->idx = KB_MALLOC((size_t)KB_MAX(1, k) * sizeof(int32_t));
-    h->dims = KB_MALLOC((size_t)h->G * h->r * sizeof(int32_t));
+    h->rows = per_head ? Hq : Hkv;
+    h->idx = KB_MALLOC((size_t)h->rows * KB_MAX(1, k) * sizeof(int32_t));
+    h->cnt = KB_CALLOC((size_t)h->rows, sizeof(int));
+    h->dims = KB_MALLOC((size_t)h->rows * h->r * sizeof(int32_t));
     h->dmark = KB_CALLOC((size_t)D, 1);
 }
 
@@ -39,6 +41,7 @@ void hybrid_free(kb_hybrid *h) {
     free(h->ps);
     free(h->hw);
     free(h->idx);
+    free(h->cnt);
     free(h->dims);
     free(h->dmark);
     memset(h, 0, sizeof *h);
@@ -100,54 +103,104 @@ static int hybrid_select(const kb_hybrid *h, const kb_kernels *kk, const float *
     return c;
 }
 
+/* One decode step runs in two parallel phases over the selection rows (KV
+ * groups, or query heads under per_head): select (approximate scores and
+ * top-k; timed as the layer's select_seconds) and attend (exact attention
+ * over the chosen slots, SparQ's mean-V correction); then the accounting on
+ * this thread. Each row has its own scratch (page scores, weights, slots,
+ * dims), so rows are independent. */
+typedef struct hy_job {
+    kb_hybrid *h;
+    const kb_kernels *kk;
+    const kb_mcommon *c;
+    const float *q;
+    const kb_kvstream *s;
+    float *out;
+} hy_job;
+
+static void hy_row(const hy_job *J, int i, int *g, int *h0, int *nh) {
+    const kb_hybrid *h = J->h;
+    *g = h->per_head ? i / h->G : i;
+    *h0 = h->per_head ? i : i * h->G;
+    *nh = h->per_head ? 1 : h->G;
+}
+
+static void hy_select(void *p, int i, int worker) {
+    (void)worker;
+    const hy_job *J = p;
+    kb_hybrid *h = J->h;
+    int g, h0, nh;
+    hy_row(J, i, &g, &h0, &nh);
+    const kb_kvstream *sg = &J->s[g];
+    int n = sg->n, np = (n + h->p - 1) / h->p;
+    const float *kmax = h->pg ? h->pg[g].kmax : NULL, *kmin = h->pg ? h->pg[g].kmin : NULL;
+    float *ps = h->ps + (size_t)i * h->cap;
+    float *hw = h->reallocate_mean_v ? h->hw + (size_t)i * h->G * h->cap : NULL;
+    J->kk->hybrid_scores(J->q + (size_t)h0 * h->D, nh, h->D, h->r, kmax, kmin, sg, n, h->p, ps, hw,
+                         h->dims + (size_t)i * h->r);
+    if (h->group_sum && nh > 1)
+        for (int P = 0; P < np; P++) ps[P] *= (float)nh;
+    h->cnt[i] = hybrid_select(h, J->kk, ps, n, KB_MIN(h->k, n), h->idx + (size_t)i * KB_MAX(1, h->k));
+}
+
+static void hy_attend(void *p, int i, int worker) {
+    (void)worker;
+    const hy_job *J = p;
+    kb_hybrid *h = J->h;
+    int g, h0, nh, D = h->D;
+    hy_row(J, i, &g, &h0, &nh);
+    const kb_kvstream *sg = &J->s[g];
+    int n = sg->n, np = (n + h->p - 1) / h->p, cnt = h->cnt[i];
+    const int32_t *idx = h->idx + (size_t)i * KB_MAX(1, h->k);
+    float *o = J->out + (size_t)h0 * D;
+    J->kk->attn_gather(J->q + (size_t)h0 * D, nh, sg, idx, cnt, J->c->scale, o);
+    if (h->reallocate_mean_v && n > 0) {
+        const double *vs = h->vsum + (size_t)g * D;
+        const float *hw = h->hw + (size_t)i * h->G * h->cap;
+        for (int t = 0; t < nh; t++) {
+            double a = 0;
+            for (int u = 0; u < cnt; u++) a += hw[(size_t)t * np + idx[u] / h->p];
+            float *ot = o + (size_t)t * D;
+            for (int d = 0; d < D; d++) ot[d] = (float)(a * ot[d] + (1 - a) * (vs[d] / n));
+        }
+    }
+}
+
 void hybrid_attend(kb_hybrid *h, const kb_kernels *kk, kb_mcommon *c, const float *q,
                    const kb_kvstream *s, float *out) {
-    int G = h->G, D = h->D, rows = h->per_head ? h->Hq : h->Hkv;
+    int G = h->G, D = h->D, rows = h->rows;
     int nsel = h->per_head ? G : 1, nh = h->per_head ? 1 : G;
+    int need = 0;
+    for (int g = 0; g < h->Hkv; g++) need = KB_MAX(need, (s[g].n + h->p - 1) / h->p);
+    if (need > h->cap) {
+        h->cap = KB_MAX(need, 2 * h->cap);
+        free(h->ps);
+        free(h->hw);
+        h->ps = KB_MALLOC((size_t)rows * h->cap * sizeof(float));
+        h->hw = h->reallocate_mean_v ? KB_MALLOC((size_t)rows * G * h->cap * sizeof(float)) : NULL;
+    }
+    hy_job J = {h, kk, c, q, s, out};
+    double t0 = kb_now();
+    mc_parallel(kk, rows, hy_select, &J);
+    c->acc.select_seconds += kb_now() - t0;
+    mc_parallel(kk, rows, hy_attend, &J);
+
     mc_sel_begin(c, rows, h->k);
     double read_rows = 0, approx_tokeq = 0, approx_bytes = 0, attended = 0;
     size_t elt = kb_dtype_size(c->ctx.kv_dtype);
+    for (int i = 0; i < rows; i++) {
+        int g = h->per_head ? i / G : i;
+        mc_sel_set(c, i, h->idx + (size_t)i * KB_MAX(1, h->k), h->cnt[i], &s[g]);
+        attended += (double)h->cnt[i] * nh;
+    }
     for (int g = 0; g < h->Hkv; g++) {
-        const kb_kvstream *sg = &s[g];
-        int n = sg->n, np = (n + h->p - 1) / h->p;
-        if (np > h->cap) {
-            h->cap = KB_MAX(np, 2 * h->cap);
-            free(h->ps);
-            free(h->hw);
-            h->ps = KB_MALLOC((size_t)h->cap * sizeof(float));
-            h->hw = KB_MALLOC((size_t)G * h->cap * sizeof(float));
-        }
-        const float *kmax = h->pg ? h->pg[g].kmax : NULL, *kmin = h->pg ? h->pg[g].kmin : NULL;
-        int k = KB_MIN(h->k, n);
-        for (int j = 0; j < nsel; j++) {
-            int h0 = g * G + j * nh; /* first query head of this selection row */
-            const float *qh = q + (size_t)h0 * D;
-            float *o = out + (size_t)h0 * D;
-            kk->hybrid_scores(qh, nh, D, h->r, kmax, kmin, sg, n, h->p, h->ps,
-                              h->reallocate_mean_v ? h->hw : NULL, h->dims + (size_t)j * h->r);
-            if (h->group_sum && nh > 1)
-                for (int P = 0; P < np; P++) h->ps[P] *= (float)nh;
-            int cnt = hybrid_select(h, kk, h->ps, n, k, h->idx);
-            kk->attn_gather(qh, nh, sg, h->idx, cnt, c->scale, o);
-            if (h->reallocate_mean_v && n > 0) {
-                const double *vs = h->vsum + (size_t)g * D;
-                for (int t = 0; t < nh; t++) {
-                    double a = 0;
-                    for (int u = 0; u < cnt; u++) a += h->hw[(size_t)t * np + h->idx[u] / h->p];
-                    float *ot = o + (size_t)t * D;
-                    for (int d = 0; d < D; d++)
-                        ot[d] = (float)(a * ot[d] + (1 - a) * (vs[d] / n));
-                }
-            }
-            mc_sel_set(c, h->per_head ? h0 : g, h->idx, cnt, sg);
-            attended += (double)cnt * nh;
-        }
+        int n = s[g].n, np = (n + h->p - 1) / h->p;
         /* reads of this KV head: distinct K/V rows + the approximation's dims */
         read_rows += mc_sel_distinct(c, h->per_head ? g * G : g, nsel, n);
         int du = 0;
         for (int j = 0; j < nsel; j++)
             for (int t = 0; t < h->r; t++) {
-                int d = h->dims[(size_t)j * h->r + t];
+                int d = h->dims[(size_t)(h->per_head ? g * G + j : g) * h->r + t];
                 if (!h->dmark[d]) {
                     h->dmark[d] = 1;
                     du++;
@@ -203,7 +256,9 @@ void hybm_decode(void *state, const float *q, const float *k, const float *v, in
     const kb_kernels *kk = kernels_get();
     streams_append_token(st->s, st->c.ctx.Hkv, st->c.ctx.Hkv, st->c.ctx.D, k, v, pos);
     st->c.n_in++;
-    hybrid_sync(&st->h, st->s, kk);
+    double t0 = kb_now();
+    hybrid_sync(&st->h, st->s, kk); /* page summary upkeep counts as selection */
+    st->c.acc.select_seconds += kb_now() - t0;
     hybrid_attend(&st->h, kk, &st->c, q, st->s, out);
 }
 

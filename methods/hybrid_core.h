@@ -21,11 +21,13 @@ typedef struct kb_hybrid {
     kb_pages *pg;          /* [Hkv] when p > 1 */
     double *vsum;          /* [Hkv][D] sum of V over each stream (reallocate_mean_v) */
     int *vsum_n;           /* [Hkv] slots summed */
-    float *ps;             /* scratch: page scores [cap] */
-    float *hw;             /* scratch: per-head weights [G][cap] */
+    int rows;              /* selection rows: Hq (per_head) or Hkv */
+    float *ps;             /* scratch: page scores [rows][cap] */
+    float *hw;             /* scratch: per-head weights [rows][G][cap] (reallocate_mean_v) */
     int cap;
-    int32_t *idx;          /* scratch [k] */
-    int32_t *dims;         /* scratch [G][r] */
+    int32_t *idx;          /* scratch: chosen slots [rows][max(1, k)] */
+    int *cnt;              /* scratch: slots chosen per row [rows] */
+    int32_t *dims;         /* scratch: chosen dims [rows][r] */
     unsigned char *dmark;  /* scratch [D] */
 } kb_hybrid;
 

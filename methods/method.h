@@ -116,6 +116,11 @@ typedef struct kb_account {
     int sel_per_query_head; /* 1: row h is query head h; 0: row g is KV group g */
     kb_budget_mode mode;    /* the budget mode the row was counted in */
     const struct kb_budget *budget; /* resolved budget parameters (NULL: no budget) */
+    double select_seconds;  /* CUMULATIVE wall seconds this layer's decode steps spent
+                               choosing what to attend since layer_init: approximation
+                               (page summary upkeep, approximate or exact scores) and
+                               top-k; not the attention over the chosen slots, not the
+                               accounting. 0 for methods that attend everything. */
 } kb_account;
 
 typedef struct kb_method_ops {

@@ -228,6 +228,7 @@ void methodset_account(kb_methodset *m, kb_cell_account *a) {
         a->read_tokeq += x.read_tokeq / m->n_layers;
         a->read_bytes += x.read_bytes;
         a->attended += x.attended / m->n_layers;
+        a->select_seconds += x.select_seconds;
     }
 }
 

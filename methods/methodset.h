@@ -21,6 +21,7 @@ typedef struct kb_cell_account {
     double read_tokeq;      /* per KV head per step, mean over layers */
     double read_bytes;      /* all layers, last step */
     double attended;        /* per query head, mean over layers */
+    double select_seconds;  /* all layers, cumulative since the build (kb_account) */
 } kb_cell_account;
 
 /* A method context for a model's shape: L_prompt and N_new set S =

@@ -87,11 +87,9 @@ static void pf_decode(void *ctx, int layer, int32_t pos, const float *q, const f
     const kb_kernels *kr = kernels_get();
     int G = p->Hq / p->Hkv, D = p->D;
     float scale = 1.0f / sqrtf((float)D);
-    for (int h = 0; h < p->Hkv; h++) {
-        kb_kvstream *s = &p->kv[(size_t)layer * p->Hkv + h];
-        kvstream_append_f32(s, k + (size_t)h * D, v + (size_t)h * D, pos);
-        kr->attn_dense(q + (size_t)h * G * D, G, s, s->n, scale, out + (size_t)h * G * D);
-    }
+    kb_kvstream *s = &p->kv[(size_t)layer * p->Hkv];
+    for (int h = 0; h < p->Hkv; h++) kvstream_append_f32(&s[h], k + (size_t)h * D, v + (size_t)h * D, pos);
+    kb_attn_dense_heads(kr, q, p->Hkv, G, s, scale, out); /* all KV heads in one job */
 }
 
 kb_attn_backend prefill_backend(kb_prefill *p) {

@@ -16,9 +16,11 @@ typedef struct quest_state {
     kb_mcommon c;
     kb_kvstream *s;  /* [Hkv] every token */
     kb_pages *pg;    /* [Hkv] pages of P slots */
-    float *ps, *tmp; /* [cap] page bounds */
-    int32_t *pidx;   /* [n_pages] chosen pages */
-    int32_t *idx;    /* [n_pages * P] chosen slots */
+    int rows;        /* selection rows: Hq (per_head) or Hkv */
+    float *ps, *tmp; /* [rows][cap] page bounds */
+    int32_t *pidx;   /* [rows][n_pages] chosen pages */
+    int32_t *idx;    /* [rows][n_pages * P] chosen slots */
+    int *cnt;        /* [rows] slots chosen */
     int cap;
 } quest_state;
 
@@ -41,6 +43,7 @@ static void quest_free(quest_state *st) {
     free(st->tmp);
     free(st->pidx);
     free(st->idx);
+    free(st->cnt);
     mc_free(&st->c);
     free(st);
 }
@@ -67,29 +70,77 @@ static int quest_init(const kb_method_params *p, const kb_method_ctx *ctx, const
         pages_init(&st->pg[g], st->c.bud.P, ctx->D);
         pages_sync(&st->pg[g], &st->s[g], kk);
     }
-    st->pidx = KB_MALLOC((size_t)st->c.bud.n_pages * sizeof(int32_t));
-    st->idx = KB_MALLOC((size_t)st->c.bud.n_pages * st->c.bud.P * sizeof(int32_t));
+    st->rows = p->gqa == KB_GQA_PER_HEAD ? ctx->Hq : ctx->Hkv;
+    st->pidx = KB_MALLOC((size_t)st->rows * st->c.bud.n_pages * sizeof(int32_t));
+    st->idx = KB_MALLOC((size_t)st->rows * st->c.bud.n_pages * st->c.bud.P * sizeof(int32_t));
+    st->cnt = KB_CALLOC((size_t)st->rows, sizeof(int));
     st->c.n_in = st->c.base = L;
     *state = st;
     return 0;
 }
 
-/* Slots of the chosen pages: the last page plus the top (n_pages - 1) others. */
-static int quest_pick(quest_state *st, const kb_kernels *kk, const float *ps, int np, int n) {
+/* Slots of the chosen pages of selection row `row`: the last page plus the
+ * top (n_pages - 1) others by the bounds ps. */
+static int quest_pick(quest_state *st, const kb_kernels *kk, int row, const float *ps, int np, int n) {
     int P = st->c.bud.P, want = st->c.bud.n_pages, c = 0;
+    int32_t *pidx = st->pidx + (size_t)row * want, *idx = st->idx + (size_t)row * want * P;
     int npk = 0;
     if (want >= np) {
-        for (int t = 0; t < np; t++) st->pidx[t] = t;
+        for (int t = 0; t < np; t++) pidx[t] = t;
         npk = np;
     } else {
-        npk = kk->topk(ps, np - 1, want - 1, st->pidx); /* ascending */
-        st->pidx[npk++] = np - 1;
+        npk = kk->topk(ps, np - 1, want - 1, pidx); /* ascending */
+        pidx[npk++] = np - 1;
     }
     for (int t = 0; t < npk; t++) {
-        int P0 = st->pidx[t] * P, P1 = KB_MIN(n, P0 + P);
-        for (int j = P0; j < P1; j++) st->idx[c++] = j;
+        int P0 = pidx[t] * P, P1 = KB_MIN(n, P0 + P);
+        for (int j = P0; j < P1; j++) idx[c++] = j;
     }
     return c;
+}
+
+/* Two parallel phases over the selection rows (query heads under per_head,
+ * else KV groups): select (page bounds, top pages; timed as select_seconds)
+ * and attend (exact attention over the chosen pages' slots). */
+typedef struct quest_job {
+    quest_state *st;
+    const kb_kernels *kk;
+    const float *q;
+    float *out;
+    int np, n;
+} quest_job;
+
+static void quest_select_row(void *p, int i, int worker) {
+    (void)worker;
+    quest_job *J = p;
+    quest_state *st = J->st;
+    int G = st->c.G, D = st->c.ctx.D, np = J->np;
+    float *ps = st->ps + (size_t)i * st->cap;
+    if (st->c.p.gqa == KB_GQA_PER_HEAD) {
+        int g = i / G;
+        J->kk->quest_scores(J->q + (size_t)i * D, D, st->pg[g].kmax, st->pg[g].kmin, np, ps);
+    } else {
+        float *tmp = st->tmp + (size_t)i * st->cap;
+        for (int t = 0; t < np; t++) ps[t] = 0;
+        for (int h = 0; h < G; h++) {
+            J->kk->quest_scores(J->q + ((size_t)i * G + h) * D, D, st->pg[i].kmax, st->pg[i].kmin, np, tmp);
+            for (int t = 0; t < np; t++) ps[t] += tmp[t];
+        }
+        if (st->c.p.gqa == KB_GQA_GROUP_MEAN)
+            for (int t = 0; t < np; t++) ps[t] /= (float)G;
+    }
+    st->cnt[i] = quest_pick(st, J->kk, i, ps, np, J->n);
+}
+
+static void quest_attend_row(void *p, int i, int worker) {
+    (void)worker;
+    quest_job *J = p;
+    quest_state *st = J->st;
+    int G = st->c.G, D = st->c.ctx.D, per_head = st->c.p.gqa == KB_GQA_PER_HEAD;
+    int g = per_head ? i / G : i, h0 = per_head ? i : i * G, nh = per_head ? 1 : G;
+    const int32_t *idx = st->idx + (size_t)i * st->c.bud.n_pages * st->c.bud.P;
+    J->kk->attn_gather(J->q + (size_t)h0 * D, nh, &st->s[g], idx, st->cnt[i], st->c.scale,
+                       J->out + (size_t)h0 * D);
 }
 
 static void quest_decode(void *state, const float *q, const float *k, const float *v, int32_t pos,
@@ -106,39 +157,25 @@ static void quest_decode(void *state, const float *q, const float *k, const floa
         st->cap = KB_MAX(np, 2 * st->cap);
         free(st->ps);
         free(st->tmp);
-        st->ps = KB_MALLOC((size_t)st->cap * sizeof(float));
-        st->tmp = KB_MALLOC((size_t)st->cap * sizeof(float));
+        st->ps = KB_MALLOC((size_t)st->rows * st->cap * sizeof(float));
+        st->tmp = KB_MALLOC((size_t)st->rows * st->cap * sizeof(float));
     }
-    mc_sel_begin(c, per_head ? c->ctx.Hq : Hkv, c->bud.n_pages * P);
+    quest_job J = {st, kk, q, out, np, n};
+    double t0 = kb_now();
+    for (int g = 0; g < Hkv; g++) pages_sync(&st->pg[g], &st->s[g], kk);
+    mc_parallel(kk, st->rows, quest_select_row, &J);
+    c->acc.select_seconds += kb_now() - t0;
+    mc_parallel(kk, st->rows, quest_attend_row, &J);
+    mc_sel_begin(c, st->rows, c->bud.n_pages * P);
     double distinct = 0, attended = 0;
-    for (int g = 0; g < Hkv; g++) {
-        pages_sync(&st->pg[g], &st->s[g], kk);
-        const float *qg = q + (size_t)g * G * D;
-        if (per_head) {
-            for (int h = 0; h < G; h++) {
-                kk->quest_scores(qg + (size_t)h * D, D, st->pg[g].kmax, st->pg[g].kmin, np, st->ps);
-                int cnt = quest_pick(st, kk, st->ps, np, n);
-                kk->attn_gather(qg + (size_t)h * D, 1, &st->s[g], st->idx, cnt, c->scale,
-                                out + ((size_t)g * G + h) * D);
-                mc_sel_set(c, g * G + h, st->idx, cnt, &st->s[g]);
-                attended += cnt;
-            }
-            distinct += mc_sel_distinct(c, g * G, G, n);
-        } else {
-            for (int t = 0; t < np; t++) st->ps[t] = 0;
-            for (int h = 0; h < G; h++) {
-                kk->quest_scores(qg + (size_t)h * D, D, st->pg[g].kmax, st->pg[g].kmin, np, st->tmp);
-                for (int t = 0; t < np; t++) st->ps[t] += st->tmp[t];
-            }
-            if (c->p.gqa == KB_GQA_GROUP_MEAN)
-                for (int t = 0; t < np; t++) st->ps[t] /= (float)G;
-            int cnt = quest_pick(st, kk, st->ps, np, n);
-            kk->attn_gather(qg, G, &st->s[g], st->idx, cnt, c->scale, out + (size_t)g * G * D);
-            mc_sel_set(c, g, st->idx, cnt, &st->s[g]);
-            distinct += cnt;
-            attended += (double)cnt * G;
-        }
+    for (int i = 0; i < st->rows; i++) {
+        mc_sel_set(c, i, st->idx + (size_t)i * c->bud.n_pages * P, st->cnt[i], &st->s[per_head ? i / G : i]);
+        attended += (double)st->cnt[i] * (per_head ? 1 : G);
     }
+    if (per_head)
+        for (int g = 0; g < Hkv; g++) distinct += mc_sel_distinct(c, g * G, G, n);
+    else
+        for (int g = 0; g < Hkv; g++) distinct += st->cnt[g];
     /* page min and max of all D dims: 2D elements per page = one token-equivalent */
     double approx = np;
     c->acc.approx_tokeq = approx;

@@ -180,11 +180,8 @@ void snapm_decode(void *state, const float *q, const float *k, const float *v, i
     streams_append_token(st->s, st->rows, c->ctx.Hkv, D, k, v, pos);
     c->n_in++;
     double slots = 0;
-    for (int i = 0; i < st->rows; i++) {
-        kk->attn_dense(q + (size_t)i * nh * D, nh, &st->s[i], st->s[i].n, c->scale,
-                       out + (size_t)i * nh * D);
-        slots += st->s[i].n;
-    }
+    kb_attn_dense_heads(kk, q, st->rows, nh, st->s, c->scale, out); /* every stream in one job */
+    for (int i = 0; i < st->rows; i++) slots += st->s[i].n;
     c->acc.sel_streams = 0;
     c->acc.read_tokeq = slots / c->ctx.Hkv; /* per-head copies are distinct rows */
     c->acc.approx_tokeq = 0;

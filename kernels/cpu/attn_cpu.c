@@ -1,10 +1,16 @@
 /* attn_cpu.c - fast dense attention on the CPU.
  *
- * Decode (kb_cpu_attn_dense): memory-bound. K and V are each read once: the
- * slots are split into chunks; per chunk the G query heads' scores, a local
- * max, exp and sum, and the unnormalised V accumulation are computed, and the
- * chunks are merged with the usual log-sum-exp rescaling (flash-decoding).
- * Chunks run in parallel (OpenMP) when the cache is long enough to pay.
+ * Decode (kb_cpu_attn_dense, _heads, gathered rows, qk_scores): memory-bound.
+ * K and V are each read once, in blocks of 16 rows: the block's K rows are
+ * converted to f32 once (F16C) and shared by the G query heads of the group,
+ * each head's 16 scores are reduced together, the online softmax advances
+ * and the block's V rows are accumulated; rows a few KiB ahead are
+ * prefetched in software (the hardware prefetcher alone left this VM's
+ * streams at half bandwidth). The rows are split into chunks of DEC_CHUNK
+ * that the decode worker pool (kernels/pool.h) runs, over all KV heads of a
+ * layer at once (attn_dense_heads); the chunks' partial softmax states are
+ * merged with the usual log-sum-exp rescaling (flash-decoding). Scratch is
+ * thread-local: no allocation per call once warm.
  *
  * Prefill (kb_cpu_attn_causal): compute-bound. Flash-attention style blocks:
  * a block of queries against blocks of keys through OpenBLAS sgemm, online
@@ -18,90 +24,373 @@
 #include "kernels/attn_impl.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/matmul.h"
+#include "kernels/pool.h"
 
-#define DEC_CHUNK 256       /* slots per decode chunk */
-#define DEC_PAR_MIN 1024    /* below this many slots, decode on one thread */
+/* ================================================================ decode */
 
-/* Partial result of one chunk for G heads: max m[g], sum l[g], acc[g][D]. */
-static void dense_chunk(const float *q, int G, const kb_kvstream *s, int j0, int j1, float scale,
-                        float *m, float *l, float *acc, float *sc, float *row) {
-    int D = s->D, nj = j1 - j0;
-    for (int j = 0; j < nj; j++) {
-        simd_cvt_row(s->dtype, kvstream_krow(s, j0 + j), row, D);
-        for (int g = 0; g < G; g++) sc[g * DEC_CHUNK + j] = simd_dot(q + g * D, row, D) * scale;
+#define DEC_CHUNK 256          /* slots per work chunk of the pool */
+#define DEC_PAR_BYTES (64 << 10) /* K+V bytes below which one thread does a call */
+#ifndef DEC_PF_BYTES
+#define DEC_PF_BYTES 4096      /* software prefetch distance in each of the K and V streams */
+#endif
+#ifndef DEC_PF_HINT
+#define DEC_PF_HINT _MM_HINT_T0
+#endif
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* Growable thread-local scratch (no malloc per call). */
+static void *tls_grow(void **buf, size_t *cap, size_t need) {
+    if (need > *cap) {
+        kb_afree(*buf);
+        *cap = need + need / 2;
+        *buf = KB_AMALLOC(*cap);
     }
+    return *buf;
+}
+
+/* Online-softmax state of G heads over a set of rows: running max m[g],
+ * sum l[g] of exp(score - m), unnormalised acc[g][D]. */
+typedef struct dec_part {
+    float *m, *l, *acc;
+} dec_part;
+
+#if defined(__AVX512F__)
+/* 16 elements of a K/V row at p as f32. */
+static ALWAYS_INLINE __m512 ld16(const kb_dtype dt, const void *p) {
+    if (dt == KB_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+    if (dt == KB_BF16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+    return _mm512_loadu_ps(p);
+}
+
+/* v[r] (r < 16) -> one vector whose lane r is the sum of v[r]'s lanes. Every
+ * lane is summed in the same order whatever r, so equal rows give equal sums
+ * (ties stay ties for the top-k rules). */
+static ALWAYS_INLINE __m512 hsum16x16(const __m512 *v) {
+    __m512 x[8], y[4], z[2];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++)
+        x[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
+                             _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+    for (int i = 0; i < 4; i++)
+        y[i] = _mm512_add_ps(_mm512_shuffle_ps(x[2 * i], x[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(x[2 * i], x[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    for (int i = 0; i < 2; i++)
+        z[i] = _mm512_add_ps(_mm512_shuffle_f32x4(y[2 * i], y[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(y[2 * i], y[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(z[0], z[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(z[0], z[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+#define DMAX_V 16 /* fast path: D <= 256 */
+#define GMAX_V 8  /* fast path: G <= 8 */
+
+/* One chunk: rows r(j) for j in [j0, j1), j1 - j0 <= DEC_CHUNK (r(j) = idx ?
+ * idx[j] : j), the G heads qs [G][D] (multiplied by `scale` for attention).
+ * Pass 1 (K): blocks of 16 rows; the block's K rows are converted once into
+ * kb (f32, L1) and shared by the G heads; each head's 16 dot products are
+ * reduced together (hsum16x16); the scores go to sc_out[g*ldo + j] (scores
+ * only, part == NULL) or to the chunk's score buffer. Pass 2 (softmax):
+ * max, exp, sum per head over the whole chunk (no per-block rescaling
+ * chain). Pass 3 (V): each V row converted once, accumulated for the G
+ * heads in registers. G, DV (= D/16) and dt are compile-time constants in
+ * the specialised copies below. Rows pf ahead are prefetched in both
+ * streams during pass 1 (pass 3 finds its rows in flight or in cache). */
+static ALWAYS_INLINE void rows16(const int G, const int DV, const kb_dtype dt, const float *qs,
+                                 const kb_kvstream *s, const int32_t *idx, int j0, int j1,
+                                 dec_part *part, float *sc_out, int ldo) {
+    const size_t esz = dt == KB_F32 ? 4 : 2, rb = (size_t)DV * 16 * esz;
+    const char *K = s->K, *V = s->V;
+    const int pf = (int)((DEC_PF_BYTES + rb - 1) / rb); /* rows ahead */
+    const int n = j1 - j0;
+    __m512 qv[GMAX_V][DMAX_V];
+    float kb[16 * DMAX_V * 16] __attribute__((aligned(64)));
+    float sc[GMAX_V][DEC_CHUNK] __attribute__((aligned(64)));
+#pragma GCC unroll 8
+    for (int g = 0; g < G; g++)
+#pragma GCC unroll 16
+        for (int t = 0; t < DV; t++) qv[g][t] = _mm512_loadu_ps(qs + (size_t)g * DV * 16 + 16 * t);
+    for (int j = j0; j < j1; j += 16) {
+        int nr = j1 - j < 16 ? j1 - j : 16;
+        /* prefetch the rows pf ahead (K, and V for attention; every cache line) */
+        for (int r = 0; r < nr; r++) {
+            int jj = j + r + pf;
+            if (jj >= j1) break;
+            size_t row = (size_t)(idx ? idx[jj] : jj);
+            for (size_t o = 0; o < rb; o += 64) {
+                _mm_prefetch(K + row * rb + o, DEC_PF_HINT);
+                if (part) _mm_prefetch(V + row * rb + o, DEC_PF_HINT);
+            }
+        }
+        for (int r = 0; r < 16; r++) {
+            /* rows past the end repeat the last one; their scores are not kept */
+            size_t row = (size_t)(idx ? idx[j + (r < nr ? r : nr - 1)] : j + (r < nr ? r : nr - 1));
+#pragma GCC unroll 16
+            for (int t = 0; t < DV; t++) _mm512_store_ps(kb + (r * DV + t) * 16, ld16(dt, K + row * rb + t * 16 * esz));
+        }
+        __mmask16 valid = (__mmask16)((1u << nr) - 1);
+#pragma GCC unroll 8
+        for (int g = 0; g < G; g++) {
+            __m512 d[16];
+#pragma GCC unroll 16
+            for (int r = 0; r < 16; r++) {
+                __m512 a = _mm512_mul_ps(qv[g][0], _mm512_load_ps(kb + (r * DV) * 16));
+#pragma GCC unroll 16
+                for (int t = 1; t < DV; t++) a = _mm512_fmadd_ps(qv[g][t], _mm512_load_ps(kb + (r * DV + t) * 16), a);
+                d[r] = a;
+            }
+            __m512 x = hsum16x16(d);
+            if (part) _mm512_store_ps(sc[g] + (j - j0), _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), valid, x));
+            else _mm512_mask_storeu_ps(sc_out + (size_t)g * ldo + j, valid, x);
+        }
+    }
+    if (!part) return;
+    const int nb = (n + 15) / 16;
+#pragma GCC unroll 8
     for (int g = 0; g < G; g++) {
-        float *x = sc + g * DEC_CHUNK, mx = -INFINITY;
-        for (int j = 0; j < nj; j++) mx = x[j] > mx ? x[j] : mx;
-        for (int j = 0; j < nj; j++) x[j] -= mx;
-        simd_exp_inplace(x, nj);
-        float sum = 0;
-        for (int j = 0; j < nj; j++) sum += x[j];
-        m[g] = mx;
-        l[g] = sum;
-        memset(acc + (size_t)g * D, 0, (size_t)D * sizeof(float));
+        __m512 mx = _mm512_set1_ps(-INFINITY), sum = _mm512_setzero_ps();
+        for (int b = 0; b < nb; b++) mx = _mm512_max_ps(mx, _mm512_load_ps(sc[g] + 16 * b));
+        float m = _mm512_reduce_max_ps(mx);
+        __m512 vm = _mm512_set1_ps(m);
+        for (int b = 0; b < nb; b++) {
+            __m512 p = simd_exp512(_mm512_sub_ps(_mm512_load_ps(sc[g] + 16 * b), vm));
+            sum = _mm512_add_ps(sum, p);
+            _mm512_store_ps(sc[g] + 16 * b, p);
+        }
+        part->m[g] = m;
+        part->l[g] = _mm512_reduce_add_ps(sum);
     }
-    for (int j = 0; j < nj; j++) {
-        simd_cvt_row(s->dtype, kvstream_vrow(s, j0 + j), row, D);
-        for (int g = 0; g < G; g++) simd_axpy(acc + (size_t)g * D, sc[g * DEC_CHUNK + j], row, D);
+    __m512 acc[GMAX_V][DMAX_V];
+#pragma GCC unroll 8
+    for (int g = 0; g < G; g++)
+#pragma GCC unroll 16
+        for (int t = 0; t < DV; t++) acc[g][t] = _mm512_setzero_ps();
+    for (int r = 0; r < n; r++) {
+        size_t row = (size_t)(idx ? idx[j0 + r] : j0 + r);
+        __m512 v[DMAX_V] = {0}; /* (only v[0..DV) is used) */
+#pragma GCC unroll 16
+        for (int t = 0; t < DV; t++) v[t] = ld16(dt, V + row * rb + t * 16 * esz);
+#pragma GCC unroll 8
+        for (int g = 0; g < G; g++) {
+            __m512 w = _mm512_set1_ps(sc[g][r]);
+#pragma GCC unroll 16
+            for (int t = 0; t < DV; t++) acc[g][t] = _mm512_fmadd_ps(w, v[t], acc[g][t]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int g = 0; g < G; g++)
+#pragma GCC unroll 16
+        for (int t = 0; t < DV; t++) _mm512_storeu_ps(part->acc + (size_t)g * DV * 16 + 16 * t, acc[g][t]);
+}
+
+typedef void (*rows_fn)(const float *, const kb_kvstream *, const int32_t *, int, int, dec_part *,
+                        float *, int);
+#define ROWS_SPEC(G, DV, DT, NAME)                                                              \
+    static void NAME(const float *qs, const kb_kvstream *s, const int32_t *idx, int j0, int j1,  \
+                     dec_part *part, float *sc, int ldo) {                                       \
+        rows16(G, DV, DT, qs, s, idx, j0, j1, part, sc, ldo);                                   \
+    }
+#define ROWS_G(DV, DT, T)                                                                      \
+    ROWS_SPEC(1, DV, DT, rows_##T##_##DV##_1) ROWS_SPEC(2, DV, DT, rows_##T##_##DV##_2)          \
+    ROWS_SPEC(3, DV, DT, rows_##T##_##DV##_3) ROWS_SPEC(4, DV, DT, rows_##T##_##DV##_4)          \
+    ROWS_SPEC(8, DV, DT, rows_##T##_##DV##_8)
+ROWS_G(4, KB_F16, f16)
+ROWS_G(8, KB_F16, f16)
+ROWS_G(4, KB_BF16, bf16)
+ROWS_G(8, KB_BF16, bf16)
+ROWS_G(4, KB_F32, f32)
+ROWS_G(8, KB_F32, f32)
+#define ROWS_TAB(T, DV)                                                                         \
+    {NULL, rows_##T##_##DV##_1, rows_##T##_##DV##_2, rows_##T##_##DV##_3, rows_##T##_##DV##_4,   \
+     NULL, NULL, NULL, rows_##T##_##DV##_8}
+static const rows_fn rows_tab[3][2][9] = {
+    {ROWS_TAB(f32, 4), ROWS_TAB(f32, 8)},
+    {ROWS_TAB(f16, 4), ROWS_TAB(f16, 8)},
+    {ROWS_TAB(bf16, 4), ROWS_TAB(bf16, 8)},
+};
+/* Other G (<= 8) and D (multiple of 16, <= 256): the same code with run-time
+ * G and DV (accumulators in memory, slower). */
+static void rows_any(int G, const float *qs, const kb_kvstream *s, const int32_t *idx, int j0,
+                     int j1, dec_part *part, float *sc, int ldo) {
+    int DV = s->D / 16;
+    if (s->dtype == KB_F16) rows16(G, DV, KB_F16, qs, s, idx, j0, j1, part, sc, ldo);
+    else if (s->dtype == KB_BF16) rows16(G, DV, KB_BF16, qs, s, idx, j0, j1, part, sc, ldo);
+    else rows16(G, DV, KB_F32, qs, s, idx, j0, j1, part, sc, ldo);
+}
+#endif
+
+/* Portable path (no AVX-512, or G > 8, or D not a multiple of 16 / > 256):
+ * the same online softmax one row at a time. */
+static void rows_plain(int G, const float *qs, const kb_kvstream *s, const int32_t *idx, int j0,
+                       int j1, dec_part *part, float *sc, int ldo) {
+    static _Thread_local void *buf;
+    static _Thread_local size_t cap;
+    int D = s->D;
+    float *row = tls_grow(&buf, &cap, (size_t)(2 * D + G) * sizeof(float));
+    float *vrow = row + D, *x = vrow + D;
+    for (int j = j0; j < j1; j++) {
+        int r = idx ? idx[j] : j;
+        simd_cvt_row(s->dtype, kvstream_krow(s, r), row, D);
+        for (int g = 0; g < G; g++) x[g] = simd_dot(qs + (size_t)g * D, row, D);
+        if (!part) {
+            for (int g = 0; g < G; g++) sc[(size_t)g * ldo + j] = x[g];
+            continue;
+        }
+        simd_cvt_row(s->dtype, kvstream_vrow(s, r), vrow, D);
+        for (int g = 0; g < G; g++) {
+            float *a = part->acc + (size_t)g * D;
+            if (x[g] > part->m[g]) {
+                float corr = simd_exp1(part->m[g] - x[g]);
+                part->l[g] *= corr;
+                for (int d = 0; d < D; d++) a[d] *= corr;
+                part->m[g] = x[g];
+            }
+            float w = simd_exp1(x[g] - part->m[g]);
+            part->l[g] += w;
+            simd_axpy(a, w, vrow, D);
+        }
+    }
+}
+
+/* Rows [j0, j1) (through idx when given) into part (attention) or sc (scores). */
+static void rows_run(int G, const float *qs, const kb_kvstream *s, const int32_t *idx, int j0,
+                     int j1, dec_part *part, float *sc, int ldo) {
+    if (j1 <= j0) return;
+#if defined(__AVX512F__)
+    int D = s->D;
+    if (G <= GMAX_V && D % 16 == 0 && D <= 16 * DMAX_V) {
+        rows_fn f = (D == 64 || D == 128) ? rows_tab[s->dtype][D == 128][G] : NULL;
+        if (f) f(qs, s, idx, j0, j1, part, sc, ldo);
+        else rows_any(G, qs, s, idx, j0, j1, part, sc, ldo);
+        return;
+    }
+#endif
+    rows_plain(G, qs, s, idx, j0, j1, part, sc, ldo);
+}
+
+/* One call: H heads (streams) of G query heads each, rows [0, n[h]) of each
+ * (or idx[h][0..n[h]) ), split into chunks of DEC_CHUNK rows that the pool
+ * runs; each chunk leaves a partial softmax state, merged per head at the
+ * end (flash-decoding). */
+typedef struct dec_job {
+    int H, G, D;
+    const float *qs;        /* [H][G][D] queries, multiplied by scale (attention) or not */
+    const kb_kvstream *s;   /* [H] */
+    const int *n;           /* [H] rows */
+    const int32_t *const *idx; /* [H] row lists or NULL */
+    int *chunk_head;        /* [nch] head of chunk c */
+    int *chunk_j0;          /* [nch] first row of chunk c */
+    float *parts;           /* [nch][G][D + 2] (attention) */
+    float *sc;              /* scores out (qk_scores), [G][ldo] for H = 1 */
+    int ldo;
+} dec_job;
+
+static void dec_chunk(void *p, int c, int worker) {
+    (void)worker;
+    const dec_job *J = p;
+    int h = J->chunk_head[c], j0 = J->chunk_j0[c];
+    int j1 = KB_MIN(J->n[h], j0 + DEC_CHUNK);
+    const float *qs = J->qs + (size_t)h * J->G * J->D;
+    const int32_t *idx = J->idx ? J->idx[h] : NULL;
+    if (!J->parts) {
+        rows_run(J->G, qs, &J->s[h], idx, j0, j1, NULL, J->sc, J->ldo);
+        return;
+    }
+    float *pp = J->parts + (size_t)c * J->G * (J->D + 2);
+    dec_part part = {pp, pp + J->G, pp + 2 * J->G};
+    for (int g = 0; g < J->G; g++) {
+        part.m[g] = -INFINITY;
+        part.l[g] = 0;
+    }
+    memset(part.acc, 0, (size_t)J->G * J->D * sizeof(float));
+    rows_run(J->G, qs, &J->s[h], idx, j0, j1, &part, NULL, 0);
+}
+
+static void dec_run(int H, int G, const float *q, const kb_kvstream *s, const int *n,
+                    const int32_t *const *idx, float scale, float *out, float *sc, int ldo) {
+    static _Thread_local void *buf;
+    static _Thread_local size_t cap;
+    int D = s[0].D, attn = out != NULL;
+    int nch = 0;
+    size_t bytes = 0;
+    for (int h = 0; h < H; h++) {
+        nch += (n[h] + DEC_CHUNK - 1) / DEC_CHUNK;
+        bytes += (size_t)n[h] * D * kb_dtype_size(s[h].dtype) * (attn ? 2 : 1);
+    }
+    size_t qn = (size_t)H * G * D;
+    size_t need = qn * sizeof(float) + 2 * (size_t)nch * sizeof(int) +
+                  (attn ? (size_t)nch * G * (D + 2) * sizeof(float) : 0) + 64;
+    char *b = tls_grow(&buf, &cap, need);
+    dec_job J = {H, G, D, (float *)(void *)b, s, n, idx, NULL, NULL, NULL, sc, ldo};
+    float *qs = (float *)(void *)b;
+    for (size_t i = 0; i < qn; i++) qs[i] = attn ? q[i] * scale : q[i];
+    J.parts = attn ? qs + qn : NULL;
+    J.chunk_head = (int *)(void *)(qs + qn + (attn ? (size_t)nch * G * (D + 2) : 0));
+    J.chunk_j0 = J.chunk_head + nch;
+    int c = 0;
+    for (int h = 0; h < H; h++)
+        for (int j = 0; j < n[h]; j += DEC_CHUNK) {
+            J.chunk_head[c] = h;
+            J.chunk_j0[c++] = j;
+        }
+    if (bytes >= DEC_PAR_BYTES) kb_pool_run(nch, dec_chunk, &J);
+    else
+        for (int i = 0; i < nch; i++) dec_chunk(&J, i, 0);
+    if (!attn) return;
+    /* merge the chunks of each head (log-sum-exp) */
+    c = 0;
+    for (int h = 0; h < H; h++) {
+        int hc = (n[h] + DEC_CHUNK - 1) / DEC_CHUNK;
+        for (int g = 0; g < G; g++) {
+            float *o = out + ((size_t)h * G + g) * D;
+            memset(o, 0, (size_t)D * sizeof(float));
+            if (!hc) continue;
+            float M = -INFINITY, L = 0;
+            for (int i = 0; i < hc; i++) M = fmaxf(M, J.parts[(size_t)(c + i) * G * (D + 2) + g]);
+            for (int i = 0; i < hc; i++) {
+                const float *pp = J.parts + (size_t)(c + i) * G * (D + 2);
+                float w = simd_exp1(pp[g] - M);
+                L += w * pp[G + g];
+                simd_axpy(o, w, pp + 2 * G + (size_t)g * D, D);
+            }
+            float inv = 1.0f / L;
+            for (int d = 0; d < D; d++) o[d] *= inv;
+        }
+        c += hc;
     }
 }
 
 void kb_cpu_attn_dense(const float *q, int G, const kb_kvstream *s, int n, float scale,
                        float *out) {
-    int D = s->D;
     if (n <= 0) {
-        memset(out, 0, (size_t)G * D * sizeof(float));
+        memset(out, 0, (size_t)G * s->D * sizeof(float));
         return;
     }
-    int nch = (n + DEC_CHUNK - 1) / DEC_CHUNK;
-    /* per chunk: m[G], l[G], acc[G][D] */
-    size_t stride = (size_t)G * (D + 2);
-    float *part = KB_MALLOC((size_t)nch * stride * sizeof(float));
-    int par = n >= DEC_PAR_MIN && omp_get_max_threads() > 1 && !omp_in_parallel();
-#pragma omp parallel if (par)
-    {
-        float *sc = KB_MALLOC((size_t)G * DEC_CHUNK * sizeof(float));
-        float *row = KB_MALLOC((size_t)D * sizeof(float));
-#pragma omp for schedule(static)
-        for (int c = 0; c < nch; c++) {
-            float *p = part + (size_t)c * stride;
-            int j0 = c * DEC_CHUNK, j1 = KB_MIN(n, j0 + DEC_CHUNK);
-            dense_chunk(q, G, s, j0, j1, scale, p, p + G, p + 2 * G, sc, row);
-        }
-        free(sc);
-        free(row);
+    dec_run(1, G, q, s, &n, NULL, scale, out, NULL, 0);
+}
+
+void kb_cpu_attn_dense_heads(const float *q, int H, int G, const kb_kvstream *s, float scale,
+                             float *out) {
+    if (H <= 0) return;
+    int nb[64], *n = H <= 64 ? nb : KB_MALLOC((size_t)H * sizeof(int));
+    for (int h = 0; h < H; h++) n[h] = s[h].n;
+    dec_run(H, G, q, s, n, NULL, scale, out, NULL, 0);
+    if (n != nb) free(n);
+}
+
+void kb_cpu_attn_gather_rows(const float *q, int G, const kb_kvstream *s, const int32_t *idx,
+                             int k, float scale, float *out) {
+    if (k <= 0) {
+        memset(out, 0, (size_t)G * s->D * sizeof(float));
+        return;
     }
-    for (int g = 0; g < G; g++) {
-        float M = -INFINITY, L = 0;
-        for (int c = 0; c < nch; c++) M = fmaxf(M, part[(size_t)c * stride + g]);
-        float *o = out + (size_t)g * D;
-        memset(o, 0, (size_t)D * sizeof(float));
-        for (int c = 0; c < nch; c++) {
-            const float *p = part + (size_t)c * stride;
-            float w = expf(p[g] - M);
-            L += w * p[G + g];
-            simd_axpy(o, w, p + 2 * G + (size_t)g * D, D);
-        }
-        float inv = 1.0f / L;
-        for (int d = 0; d < D; d++) o[d] *= inv;
-    }
-    free(part);
+    dec_run(1, G, q, s, &k, &idx, scale, out, NULL, 0);
 }
 
 void kb_cpu_qk_scores(const float *q, int G, const kb_kvstream *s, int n, float *out, int ldo) {
-    int D = s->D;
-    int par = n >= 4 * DEC_PAR_MIN && omp_get_max_threads() > 1 && !omp_in_parallel();
-#pragma omp parallel if (par)
-    {
-        float *row = KB_MALLOC((size_t)D * sizeof(float));
-#pragma omp for schedule(static)
-        for (int j = 0; j < n; j++) {
-            simd_cvt_row(s->dtype, kvstream_krow(s, j), row, D);
-            for (int g = 0; g < G; g++) out[(size_t)g * ldo + j] = simd_dot(q + g * D, row, D);
-        }
-        free(row);
-    }
+    if (n <= 0) return;
+    dec_run(1, G, q, s, &n, NULL, 1.0f, NULL, out, ldo);
 }
 
 #define PF_BQ 64  /* queries per block */

@@ -43,9 +43,10 @@
  * Q8_K). The error this adds is documented in quant.h. F32, F16 and BF16
  * dot in f32 as in the exact path.
  *
- * Threads (both): OpenMP, rows split into one contiguous range per thread
- * (multiples of 16 rows, so two threads never write the same 64-byte line of
- * y); small matrices stay on the calling thread.
+ * Threads (both): the decode worker pool (kernels/pool.h; not OpenMP, whose
+ * barriers stall when another process holds a core), rows split into chunks
+ * of a multiple of 16 rows (two threads never write the same 64-byte line of
+ * y) claimed dynamically; small matrices stay on the calling thread.
  *
  * Prefetch: every kernel issues a software prefetch PF_DIST bytes ahead in
  * the weight stream (see below). */
@@ -58,8 +59,7 @@
 #if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
-#include <omp.h>
-
+#include "kernels/pool.h"
 #include "kernels/quant.h"
 
 /* Software prefetch distance in bytes of weights. Without it a thread's
@@ -759,8 +759,64 @@ static int min_mult_for(uint32_t type) {
     }
 }
 
-/* Below this many weight bytes one thread is faster than waking a team. */
+/* Below this many weight bytes one thread is faster than sharing the work. */
 #define MATVEC_PAR_BYTES (64 * 1024)
+/* Work unit of the worker pool: about this many weight bytes per chunk
+ * (a claim costs ~0.1 us, a 64 KiB chunk ~4 us), and at least 4 chunks per
+ * thread so a late or descheduled thread leaves little for the others. */
+#define MATVEC_CHUNK_BYTES (64 * 1024)
+
+/* Runs fn over row chunks of a multiple of 16 rows (64 bytes of y: two
+ * threads never write the same cache line; row groups start at multiples
+ * of 16 whatever the split, so results do not depend on it), through the
+ * worker pool (kernels/pool.h), or on the calling thread for small W. */
+static void mv_split(int rows, size_t row_bytes, int *rpc, kb_pool_fn fn, void *job) {
+    size_t total = (size_t)rows * row_bytes;
+    int nthr = total >= MATVEC_PAR_BYTES ? kb_pool_threads() : 1;
+    if (nthr <= 1) {
+        *rpc = rows;
+        fn(job, 0, 0);
+        return;
+    }
+    long per = (long)(MATVEC_CHUNK_BYTES / (row_bytes ? row_bytes : 1));
+    long cap = (rows + 4L * nthr - 1) / (4L * nthr);
+    if (per > cap) per = cap;
+    per = (per + 15) / 16 * 16;
+    if (per < 16) per = 16;
+    *rpc = (int)per;
+    kb_pool_run((int)((rows + per - 1) / per), fn, job);
+}
+
+typedef struct mvq8_job {
+    uint32_t type;
+    const uint8_t *w;
+    size_t row_bytes;
+    int rows, cols;
+    const float *x;
+    float *y;
+    float (*row)(const uint8_t *, const xq8 *);
+    const xq8 *xq;
+    int kq;
+    const xq8k *xk;
+    int rpc; /* rows per chunk */
+} mvq8_job;
+
+static void mvq8_chunk(void *p, int i, int worker) {
+    (void)worker;
+    const mvq8_job *j = p;
+    int r0 = i * j->rpc, r1 = KB_MIN(j->rows, r0 + j->rpc);
+    const uint8_t *w = j->w;
+    size_t rb = j->row_bytes;
+    float *y = j->y;
+    if (j->row) {
+        for (int r = r0; r < r1; r++) y[r] = j->row(w + (size_t)r * rb, j->xq);
+    } else if (j->kq) {
+        float (*rowk)(const uint8_t *, const xq8k *) = j->type == GGML_Q4_K ? row_q4_k : row_q6_k;
+        for (int r = r0; r < r1; r++) y[r] = rowk(w + (size_t)r * rb, j->xk);
+    } else {
+        for (int r = r0; r < r1; r++) y[r] = row_generic(j->type, w + (size_t)r * rb, j->cols, j->x);
+    }
+}
 
 void kb_matvec_q8(uint32_t type, const void *W, size_t row_bytes, int rows, int cols,
                   const float *x, float *y) {
@@ -788,24 +844,8 @@ void kb_matvec_q8(uint32_t type, const void *W, size_t row_bytes, int rows, int 
         xk.bsums = (int16_t *)(void *)(xk.d + nb);
         xq8k_quantise(x, cols, &xk);
     }
-    size_t total = (size_t)rows * row_bytes;
-    int nthr = total >= MATVEC_PAR_BYTES ? omp_get_max_threads() : 1;
-#pragma omp parallel num_threads(nthr) if (nthr > 1)
-    {
-        int nt = omp_get_num_threads(), t = omp_get_thread_num();
-        /* contiguous ranges in multiples of 16 rows (64 bytes of y) */
-        int units = (rows + 15) / 16;
-        int r0 = (int)((long)units * t / nt) * 16, r1 = (int)((long)units * (t + 1) / nt) * 16;
-        if (r1 > rows) r1 = rows;
-        if (row) {
-            for (int r = r0; r < r1; r++) y[r] = row(w + (size_t)r * row_bytes, &xq);
-        } else if (kq) {
-            float (*rowk)(const uint8_t *, const xq8k *) = type == GGML_Q4_K ? row_q4_k : row_q6_k;
-            for (int r = r0; r < r1; r++) y[r] = rowk(w + (size_t)r * row_bytes, &xk);
-        } else {
-            for (int r = r0; r < r1; r++) y[r] = row_generic(type, w + (size_t)r * row_bytes, cols, x);
-        }
-    }
+    mvq8_job j = {type, w, row_bytes, rows, cols, x, y, row, &xq, kq, &xk, 0};
+    mv_split(rows, row_bytes, &j.rpc, mvq8_chunk, &j);
     if (xbuf) kb_afree(xbuf);
 }
 
@@ -1292,6 +1332,23 @@ static void rows_exact(uint32_t type, const uint8_t *w, size_t row_bytes, int r0
     for (int r = r0; r < r1; r++) y[r] = rowx_generic(type, w + (size_t)r * row_bytes, c->cols, c->x);
 }
 
+typedef struct mvx_job {
+    uint32_t type;
+    const uint8_t *w;
+    size_t row_bytes;
+    int rows;
+    const xctx *c;
+    float *y;
+    int rpc; /* rows per chunk */
+} mvx_job;
+
+static void mvx_chunk(void *p, int i, int worker) {
+    (void)worker;
+    const mvx_job *j = p;
+    int r0 = i * j->rpc, r1 = KB_MIN(j->rows, r0 + j->rpc);
+    if (r0 < r1) rows_exact(j->type, j->w, j->row_bytes, r0, r1, j->c, j->y);
+}
+
 void kb_matvec_exact(uint32_t type, const void *W, size_t row_bytes, int rows, int cols,
                      const float *x, float *y) {
     if (rows <= 0) return;
@@ -1308,16 +1365,8 @@ void kb_matvec_exact(uint32_t type, const void *W, size_t row_bytes, int rows, i
 #if defined(__AVX512F__) && !defined(NO_K4T)
     if (type == GGML_Q4_0 || type == GGML_Q4_1) xperm_init(&c, buf + base);
 #endif
-    size_t total = (size_t)rows * row_bytes;
-    int nthr = total >= MATVEC_PAR_BYTES ? omp_get_max_threads() : 1;
-#pragma omp parallel num_threads(nthr) if (nthr > 1)
-    {
-        int nt = omp_get_num_threads(), t = omp_get_thread_num();
-        int units = (rows + 15) / 16;
-        int r0 = (int)((long)units * t / nt) * 16, r1 = (int)((long)units * (t + 1) / nt) * 16;
-        if (r1 > rows) r1 = rows;
-        if (r0 < r1) rows_exact(type, W, row_bytes, r0, r1, &c, y);
-    }
+    mvx_job j = {type, W, row_bytes, rows, &c, y, 0};
+    mv_split(rows, row_bytes, &j.rpc, mvx_chunk, &j);
     if (heap) kb_afree(heap);
 }
 

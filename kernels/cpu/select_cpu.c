@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "kernels/attn_impl.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/select.h"
 
@@ -31,7 +32,7 @@ static inline int before(const float *x, int32_t a, int32_t b) {
     return kb_rank_before(x[a], a, x[b], b);
 }
 
-static const float *g_qs_keys; /* fallback sort only; kernels are called from one thread */
+static _Thread_local const float *g_qs_keys; /* fallback sort only (qsort has no context argument) */
 static int cmp_rank(const void *pa, const void *pb) {
     int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
     return before(g_qs_keys, a, b) ? -1 : (before(g_qs_keys, b, a) ? 1 : 0);
@@ -135,39 +136,24 @@ int kb_cpu_topk_pages(const float *ps, int n, int p, int k, int32_t *idx) {
 
 void kb_cpu_attn_gather(const float *q, int G, const kb_kvstream *s, const int32_t *idx, int k,
                         float scale, float *out) {
-    int D = s->D;
-    memset(out, 0, (size_t)G * D * sizeof(float));
+    /* the valid entries, then the blocked kernel of attn_cpu.c */
+    static _Thread_local int32_t *buf;
+    static _Thread_local int cap;
     int nv = 0;
     for (int t = 0; t < k; t++) nv += idx[t] >= 0;
-    if (nv == 0) return;
-    size_t ld = (size_t)pad16(nv);
-    float *sc = KB_MALLOC((size_t)G * ld * sizeof(float));
-    float *row = KB_MALLOC((size_t)D * sizeof(float));
-    int c = 0;
-    for (int t = 0; t < k; t++) {
-        if (idx[t] < 0) continue;
-        simd_cvt_row(s->dtype, kvstream_krow(s, idx[t]), row, D);
-        for (int g = 0; g < G; g++) sc[(size_t)g * ld + c] = simd_dot(q + (size_t)g * D, row, D) * scale;
-        c++;
+    const int32_t *rows = idx;
+    if (nv != k) {
+        if (nv > cap) {
+            free(buf);
+            cap = nv + nv / 2;
+            buf = KB_MALLOC((size_t)cap * sizeof(int32_t));
+        }
+        int c = 0;
+        for (int t = 0; t < k; t++)
+            if (idx[t] >= 0) buf[c++] = idx[t];
+        rows = buf;
     }
-    for (int g = 0; g < G; g++) {
-        float *x = sc + (size_t)g * ld, mx = -INFINITY, sum = 0;
-        for (int j = 0; j < nv; j++) mx = x[j] > mx ? x[j] : mx;
-        for (int j = 0; j < nv; j++) x[j] -= mx;
-        exp_uniform(x, nv);
-        for (int j = 0; j < nv; j++) sum += x[j];
-        float inv = 1.0f / sum;
-        for (int j = 0; j < nv; j++) x[j] *= inv;
-    }
-    c = 0;
-    for (int t = 0; t < k; t++) {
-        if (idx[t] < 0) continue;
-        simd_cvt_row(s->dtype, kvstream_vrow(s, idx[t]), row, D);
-        for (int g = 0; g < G; g++) simd_axpy(out + (size_t)g * D, sc[(size_t)g * ld + c], row, D);
-        c++;
-    }
-    free(sc);
-    free(row);
+    kb_cpu_attn_gather_rows(q, G, s, rows, nv, scale, out);
 }
 
 /* ---- SnapKV window scores ---- */

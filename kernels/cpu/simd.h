@@ -115,6 +115,29 @@ static inline float simd_exp1(float x) {
     return p;
 }
 
+#if defined(__AVX512F__)
+/* exp of 16 lanes, the algorithm of simd_exp_inplace (same results lane by
+ * lane): inputs below -87.33 (and -inf) give 0. */
+static inline __m512 simd_exp512(__m512 v) {
+    __mmask16 ok = _mm512_cmp_ps_mask(v, _mm512_set1_ps(-87.33f), _CMP_GT_OQ);
+    v = _mm512_min_ps(v, _mm512_set1_ps(88.7f));
+    __m512 nn = _mm512_roundscale_ps(_mm512_mul_ps(v, _mm512_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(nn, _mm512_set1_ps(0.693145751953125f), v);
+    r = _mm512_fnmadd_ps(nn, _mm512_set1_ps(1.428606765330187045e-06f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    __m512i e = _mm512_slli_epi32(_mm512_cvtps_epi32(nn), 23);
+    p = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p), e));
+    return _mm512_maskz_mov_ps(ok, p);
+}
+#endif
+
 /* x[0..n) = exp(x[0..n)) in place. */
 static inline void simd_exp_inplace(float *x, int n) {
     int i = 0;
