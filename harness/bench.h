@@ -5,8 +5,44 @@
 
 #include <stdint.h>
 
+#include "harness/config.h"
+
 int bench_engine(int argc, char **argv);
 int bench_methods(int argc, char **argv);
+
+/* ---- the latency measurement behind `bench methods` and the sweep's
+ * `latency` part (harness/bench_methods.c; docs/PERFORMANCE.md) ---- */
+
+#define KB_LAT_MAX_CTX 16
+
+typedef enum kb_fill {
+    KB_FILL_AUTO = 0, /* random for synthetic models, prefill for GGUF files */
+    KB_FILL_RANDOM,   /* random K/V values and window queries */
+    KB_FILL_PREFILL,  /* the model's exact prefill of random token ids */
+} kb_fill;
+
+typedef struct kb_lat_opts {
+    const char *cmd;                  /* "bench methods" / "sweep" (messages) */
+    const char *model;                /* model spec (a path or synthetic:<preset>) */
+    int contexts[KB_LAT_MAX_CTX], n_contexts; /* tokens in the cache when decode starts */
+    int decode_tokens;                /* decode steps per repetition (= N_new) */
+    int reps;                         /* timed repetitions (medians reported) */
+    kb_dtype kv;                      /* KV cache type */
+    int threads;                      /* 0 = all cores */
+    kb_fill fill;
+    const char *out_dir;              /* NULL: print only; else DIR/latency.csv */
+    int manifest;                     /* also write DIR/run.json (bench methods, not sweeps) */
+    int quiet;                        /* no progress / table on stdout and stderr */
+} kb_lat_opts;
+
+/* Measures every cell at every context (one child process per cell) and
+ * writes out_dir/latency.csv (atomically, rewritten after each context).
+ * Errors: KB_EINPUT for a context the model or the memory cannot take (the
+ * largest context runs first, so nothing is written then), KB_ERUNTIME. */
+int bench_latency(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_err *err);
+/* Column names of latency.csv. */
+extern const char *const kb_latency_cols[];
+extern const int kb_latency_ncols;
 
 /* Median of v[0..n) (sorts v). */
 double bench_median(double *v, int n);

@@ -1,11 +1,853 @@
-/* bench_methods.c - `kvbench bench methods` (the performance issue). */
+/* bench_methods.c - `kvbench bench methods` and the sweep's `latency` part:
+ * per (method, budget, context), decode speed end to end, attention and
+ * selection time, bytes read per step against the machine's read bandwidth
+ * measured in the same run, resident KV and peak RSS. docs/PERFORMANCE.md
+ * describes every column of latency.csv.
+ *
+ * One child process per cell (the same binary re-executed with the hidden
+ * option --cell JSON; re-exec rather than fork because the parent may have
+ * used OpenMP, whose thread pool does not survive a fork). A child fills a
+ * KV cache of `context` tokens (random values, or the parent's prefill
+ * snapshot), builds the method's per-layer states from it as a sweep does,
+ * frees the filled cache, resets its RSS high-water mark, and decodes:
+ * one untimed repetition of decode_tokens steps, then `reps` timed ones,
+ * each rolled back to the same starting point (methodset_rollback), medians
+ * reported. So peak_rss counts the weights, the method's state (K/V it
+ * keeps, page summaries, ...), activations and scratch of the decode, and
+ * not the shared prefill cache (a sweep holds that once for every cell).
+ *
+ * Fill: `random` writes random K/V values and window queries (speed does not
+ * depend on the values; the paper's efficiency runs used random prompts;
+ * makes 32K-token contexts on synthetic:llama3.1-8b possible without a long
+ * prefill); `prefill` runs the model's exact prefill on random token ids in
+ * the parent, once, to the longest context, and hands each child a
+ * snapshot of the first `context` tokens (the window queries of that
+ * point). Default: random for synthetic models, prefill for GGUF files.
+ *
+ * Context L = tokens in the cache when decode starts (the prompt minus its
+ * last token, as in a sweep); the method context is L_prompt = L + 1 and
+ * N_new = decode_tokens, so S = L + 1 + decode_tokens and RocketKV ends the
+ * timed decode holding exactly its accountant's T tokens per KV head (when
+ * L >= its prompt budget), which the child checks. */
+#include <errno.h>
+#include <math.h>
+#include <getopt.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "harness/atomic.h"
 #include "harness/bench.h"
+#include "harness/cli.h"
+#include "harness/engine/model.h"
+#include "harness/json.h"
+#include "harness/machine.h"
+#include "harness/runinfo.h"
+#include "harness/table.h"
+#include "harness/version.h"
+#include "kernels/kernels.h"
+#include "kernels/pool.h"
+#include "kernels/quant.h"
+#include "methods/budget.h"
+#include "methods/methodset.h"
+#include "methods/params.h"
+#include "methods/prefill.h"
+
+extern char **environ;
+
+const char *const kb_latency_cols[] = {
+    "method",          "label",          "params",           "budget",
+    "budget_mode",     "context",        "decode_tokens",    "reps",
+    "fill",            "threads",        "decode_ms_per_token", "attn_ms_per_token",
+    "select_ms_per_token", "weight_bytes_per_step", "kv_bytes_read_per_step",
+    "bytes_read_per_step", "gbps",   "bw_fraction",      "read_bw_gbps",
+    "tokens_resident", "accountant_T",   "kv_bytes_resident", "peak_rss_bytes",
+    "speedup_vs_full"};
+const int kb_latency_ncols = (int)KB_ARRAY_LEN(kb_latency_cols);
+
+/* ------------------------------------------------------------ snapshot --- */
+
+/* The parent's prefill of the first L tokens for a child: header, window
+ * positions, per layer the window queries, per layer and KV head K, V and
+ * positions. A private temporary file (native byte order), removed by the
+ * parent at the end. */
+#define SNAP_MAGIC "KVBSNAP1"
+
+static int snap_write(const char *path, const kb_prefill *pf, int L, kb_err *err) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return kb_fail(err, KB_ERUNTIME, "%s: cannot create: %s", path, strerror(errno));
+    int32_t h[8] = {pf->n_layers, pf->Hq, pf->Hkv, pf->D, (int32_t)pf->dtype, L, pf->W, pf->n_q};
+    int ok = fwrite(SNAP_MAGIC, 1, 8, f) == 8 && fwrite(h, sizeof h, 1, f) == 1;
+    ok = ok && fwrite(pf->qwin_pos, sizeof(int32_t), (size_t)pf->n_q, f) == (size_t)pf->n_q;
+    size_t qrow = (size_t)pf->Hq * pf->D;
+    for (int l = 0; l < pf->n_layers && ok; l++)
+        ok = fwrite(pf->qwin + (size_t)l * pf->W * qrow, sizeof(float), (size_t)pf->n_q * qrow, f) ==
+             (size_t)pf->n_q * qrow;
+    size_t rowb = (size_t)pf->D * kb_dtype_size(pf->dtype);
+    for (int i = 0; i < pf->n_layers * pf->Hkv && ok; i++) {
+        const kb_kvstream *s = &pf->kv[i];
+        ok = fwrite(s->K, rowb, (size_t)L, f) == (size_t)L && fwrite(s->V, rowb, (size_t)L, f) == (size_t)L &&
+             fwrite(s->pos, sizeof(int32_t), (size_t)L, f) == (size_t)L;
+    }
+    if (fclose(f) || !ok) {
+        remove(path);
+        return kb_fail(err, KB_ERUNTIME, "%s: write failed (disk full?)", path);
+    }
+    return 0;
+}
+
+static int snap_read(const char *path, kb_prefill *pf, int L, kb_err *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return kb_fail(err, KB_ERUNTIME, "%s: cannot open: %s", path, strerror(errno));
+    char mg[8];
+    int32_t h[8];
+    int ok = fread(mg, 1, 8, f) == 8 && !memcmp(mg, SNAP_MAGIC, 8) && fread(h, sizeof h, 1, f) == 1;
+    ok = ok && h[0] == pf->n_layers && h[1] == pf->Hq && h[2] == pf->Hkv && h[3] == pf->D &&
+         h[4] == (int32_t)pf->dtype && h[5] == L && h[6] <= pf->W && h[7] <= h[6];
+    int nq = ok ? h[7] : 0;
+    ok = ok && fread(pf->qwin_pos, sizeof(int32_t), (size_t)nq, f) == (size_t)nq;
+    size_t qrow = (size_t)pf->Hq * pf->D;
+    for (int l = 0; l < pf->n_layers && ok; l++) {
+        ok = fread(pf->qwin + (size_t)l * pf->W * qrow, sizeof(float), (size_t)nq * qrow, f) == (size_t)nq * qrow;
+        pf->nq_layer[l] = nq;
+    }
+    pf->n_q = nq;
+    size_t rowb = (size_t)pf->D * kb_dtype_size(pf->dtype);
+    for (int i = 0; i < pf->n_layers * pf->Hkv && ok; i++) {
+        kb_kvstream *s = &pf->kv[i];
+        kvstream_reserve(s, L);
+        ok = fread(s->K, rowb, (size_t)L, f) == (size_t)L && fread(s->V, rowb, (size_t)L, f) == (size_t)L &&
+             fread(s->pos, sizeof(int32_t), (size_t)L, f) == (size_t)L;
+        s->n = L;
+    }
+    fclose(f);
+    return ok ? 0 : kb_fail(err, KB_ERUNTIME, "%s: not a snapshot of this model and context", path);
+}
+
+/* --------------------------------------------------------- random fill --- */
+
+static uint64_t rng_next(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* n random values of magnitude in [1/4, 1) and random sign, in dtype t. */
+static void random_values(void *dst, kb_dtype t, size_t n, uint64_t *s) {
+    if (t == KB_F32) {
+        float *x = dst;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t r = rng_next(s);
+            x[i] = (float)((r >> 11) * 0x1.0p-53 * 1.5 + 0.25) * (r & 1 ? -1.0f : 1.0f);
+        }
+        return;
+    }
+    uint16_t *h = dst;
+    for (size_t i = 0; i < n; i += 4) {
+        uint64_t r = rng_next(s);
+        for (int k = 0; k < 4 && i + k < n; k++) {
+            uint16_t b = (uint16_t)(r >> (16 * k));
+            /* f16: exponent 13..14 (values 1/4 .. 1); bf16: exponent 125..126 */
+            h[i + k] = t == KB_F16 ? (uint16_t)((b & 0x8000) | ((13 + (b >> 14 & 1)) << 10) | (b & 0x3ff))
+                                   : (uint16_t)((b & 0x8000) | ((125 + (b >> 14 & 1)) << 7) | (b & 0x7f));
+        }
+    }
+}
+
+static void random_fill(kb_prefill *pf, int L, uint64_t seed) {
+    uint64_t s = seed;
+    size_t rowe = (size_t)pf->D;
+    for (int i = 0; i < pf->n_layers * pf->Hkv; i++) {
+        kb_kvstream *st = &pf->kv[i];
+        kvstream_reserve(st, L);
+        random_values(st->K, pf->dtype, (size_t)L * rowe, &s);
+        random_values(st->V, pf->dtype, (size_t)L * rowe, &s);
+        for (int j = 0; j < L; j++) st->pos[j] = j;
+        st->n = L;
+    }
+    int nq = KB_MIN(pf->W, L);
+    size_t qrow = (size_t)pf->Hq * pf->D;
+    for (int l = 0; l < pf->n_layers; l++) {
+        float *q = pf->qwin + (size_t)l * pf->W * qrow;
+        for (size_t x = 0; x < (size_t)nq * qrow; x++)
+            q[x] = (float)((rng_next(&s) >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+        pf->nq_layer[l] = nq;
+    }
+    for (int i = 0; i < nq; i++) pf->qwin_pos[i] = L - nq + i;
+    pf->n_q = nq;
+}
+
+/* ----------------------------------------------------------- the child --- */
+
+static size_t status_kb(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    size_t v = 0, kl = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, kl) && line[kl] == ':') {
+            v = strtoull(line + kl + 1, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+/* Resets the peak-RSS counter (VmHWM) to the current RSS; 0 on success. */
+static int reset_hwm(void) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f) return -1;
+    int ok = fputs("5", f) >= 0;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static double ms_select(kb_methodset *ms) {
+    kb_cell_account a;
+    methodset_account(ms, &a);
+    return a.select_seconds;
+}
+
+/* --cell JSON: run one cell, print one JSON line of results on stdout. */
+static int lat_cell(const char *spec) {
+    kb_err err = {0};
+    cJSON *j = NULL;
+    const char *w = "kvbench bench methods --cell";
+    int rc = json_parse(spec, strlen(spec), w, &j, &err);
+    const char *model_spec = NULL, *fill = NULL, *snap = NULL, *kvs = NULL;
+    long L = 0, N = 0, reps = 0, threads = 0, W = 0;
+    if (!rc) rc = json_get_string(j, w, "model", 1, NULL, &model_spec, &err);
+    if (!rc) rc = json_get_string(j, w, "fill", 1, NULL, &fill, &err);
+    if (!rc) rc = json_get_string(j, w, "snapshot", 0, "", &snap, &err);
+    if (!rc) rc = json_get_string(j, w, "kv", 1, NULL, &kvs, &err);
+    if (!rc) rc = json_get_int(j, w, "context", 1, 1, 1 << 30, 0, &L, &err);
+    if (!rc) rc = json_get_int(j, w, "decode_tokens", 1, 1, 1 << 20, 0, &N, &err);
+    if (!rc) rc = json_get_int(j, w, "reps", 1, 1, 1000, 0, &reps, &err);
+    if (!rc) rc = json_get_int(j, w, "threads", 0, 0, 1024, 0, &threads, &err);
+    if (!rc) rc = json_get_int(j, w, "window", 0, 0, 1 << 20, 0, &W, &err);
+    kb_method_params p;
+    if (!rc) rc = method_params_parse(cJSON_GetObjectItemCaseSensitive(j, "method"), w, &p, &err);
+    kb_dtype kv = KB_F16;
+    if (!rc && kb_dtype_parse(kvs, &kv)) rc = kb_fail(&err, KB_EINPUT, "%s: bad kv '%s'", w, kvs);
+    if (rc) {
+        fprintf(stderr, "%s\n", err.msg);
+        cJSON_Delete(j);
+        return rc;
+    }
+    if (threads) bench_set_threads((int)threads);
+    char what[160];
+    if (p.budget > 0) snprintf(what, sizeof what, "%s B=%d, context %ld", p.label, p.budget, L);
+    else snprintf(what, sizeof what, "%s, context %ld", p.label, L);
+    kb_model *m = NULL;
+    if ((rc = model_load(model_spec, &m, &err))) goto fail;
+    const kb_hparams *hp = &m->hp;
+    if (L + N > hp->n_ctx_train && L <= hp->n_ctx_train && L > N) {
+        /* a context at the model's limit leaves room for the decode (as bench engine) */
+        L = hp->n_ctx_train - N;
+        if (p.budget > 0) snprintf(what, sizeof what, "%s B=%d, context %ld", p.label, p.budget, L);
+        else snprintf(what, sizeof what, "%s, context %ld", p.label, L);
+    }
+    if (L + N > hp->n_ctx_train) {
+        rc = kb_fail(&err, KB_EINPUT,
+                     "context %ld + %ld decode tokens exceeds the model context of %d tokens", L, N,
+                     hp->n_ctx_train);
+        goto fail;
+    }
+    /* the filled cache and the method's copy of it coexist while building */
+    if ((rc = model_check_memory(m, L + N, 2, kv, &err))) goto fail;
+    kb_prefill pf;
+    prefill_init(&pf, hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim, kv, (int)W, (int)L);
+    if (!strcmp(fill, "random")) random_fill(&pf, (int)L, 0x5eedull + (uint64_t)L);
+    else if ((rc = snap_read(snap, &pf, (int)L, &err))) {
+        prefill_free(&pf);
+        goto fail;
+    }
+    kb_method_ctx mctx = method_ctx_make(hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim, kv,
+                                         hp->n_ctx_train, (int)L + 1, (int)N);
+    kb_methodset *ms = NULL;
+    rc = methodset_build(&p, &mctx, &pf, &ms, &err);
+    prefill_free(&pf); /* the shared cache is not the method's memory */
+    if (rc) goto fail;
+    kb_forward *f = forward_new(m, 1);
+    kb_attn_backend be = methodset_backend(ms);
+    int32_t tok0;
+    bench_random_tokens(&tok0, 1, hp->n_vocab, 7 + (uint64_t)L);
+    int hwm_ok = reset_hwm() == 0;
+    long mark = methodset_mark(ms);
+    double *t_dec = KB_MALLOC((size_t)reps * sizeof(double)), *t_att = KB_MALLOC((size_t)reps * sizeof(double)),
+           *t_sel = KB_MALLOC((size_t)reps * sizeof(double));
+    double kv_read = 0, res_tok = 0, res_bytes = 0;
+    for (long r = -1; r < reps; r++) { /* r = -1: warm-up */
+        int32_t t = tok0;
+        f->t_attn = 0;
+        double s0 = ms_select(ms), t0 = kb_now();
+        for (long s = 0; s < N; s++) {
+            forward_decode(f, t, (int)(L + s), &be);
+            t = logits_argmax(f->logits, hp->n_vocab);
+            if (r == reps - 1) { /* traffic of every step of the last repetition */
+                kb_cell_account a;
+                methodset_account(ms, &a);
+                kv_read += a.read_bytes / N;
+                if (s == N - 1) {
+                    res_tok = a.resident_tokens;
+                    res_bytes = a.resident_bytes;
+                }
+            }
+        }
+        double dt = kb_now() - t0;
+        if (r >= 0) {
+            t_dec[r] = dt / N;
+            t_att[r] = f->t_attn / N;
+            t_sel[r] = (ms_select(ms) - s0) / N;
+        }
+        if (r < reps - 1) methodset_rollback(ms, mark);
+    }
+    size_t hwm = status_kb("VmHWM") * 1024;
+    /* the accountant: RocketKV holds T tokens per KV head at the end */
+    kb_account la;
+    methodset_layer_account(ms, KB_MIN(p.skip_layers, hp->n_layer - 1), &la);
+    int T = la.budget && p.ops->evicts && la.budget->T > 0 ? la.budget->T : -1;
+    if (T > 0 && !strcmp(p.ops->name, "rocketkv") && p.skip_layers == 0) {
+        double want = KB_MIN(L, (long)T - N) + N;
+        if (fabs(res_tok - want) > 1e-6 * want) { /* res_tok: a mean over layers */
+            rc = kb_fail(&err, KB_ERUNTIME,
+                         "rocketkv holds %.2f tokens per KV head after the decode, its accountant "
+                         "says %.0f (T = %d)",
+                         res_tok, want, T);
+        }
+    }
+    if (!rc) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "context", (double)L);
+        cJSON_AddNumberToObject(o, "decode_s", median(t_dec, (int)reps));
+        cJSON_AddNumberToObject(o, "attn_s", median(t_att, (int)reps));
+        cJSON_AddNumberToObject(o, "select_s", median(t_sel, (int)reps));
+        cJSON_AddNumberToObject(o, "weight_bytes", (double)m->weight_bytes);
+        cJSON_AddNumberToObject(o, "kv_read_bytes", kv_read);
+        cJSON_AddNumberToObject(o, "tokens_resident", res_tok);
+        cJSON_AddNumberToObject(o, "accountant_T", T);
+        cJSON_AddNumberToObject(o, "kv_bytes_resident", res_bytes);
+        cJSON_AddNumberToObject(o, "peak_rss", hwm_ok ? (double)hwm : -1);
+        cJSON_AddItemToObject(o, "model", runinfo_model_json(m, model_spec, m->synthetic ? "synthetic" : ""));
+        char *out = cJSON_PrintUnformatted(o);
+        printf("%s\n", out);
+        fflush(stdout);
+        free(out);
+        cJSON_Delete(o);
+    }
+    free(t_dec);
+    free(t_att);
+    free(t_sel);
+    forward_free(f);
+    methodset_free(ms);
+fail:
+    if (rc) fprintf(stderr, "kvbench bench methods: %s: %s\n", what, err.msg);
+    model_free(m);
+    cJSON_Delete(j);
+    return rc;
+}
+
+/* ---------------------------------------------------------- the parent --- */
+
+typedef struct cell_out {
+    int ok;
+    double context, decode_s, attn_s, select_s, weight_bytes, kv_read, res_tok, T, res_bytes, peak_rss;
+    cJSON *model;
+} cell_out;
+
+/* Runs one cell in a child; fills *co from its JSON line. Returns the
+ * child's exit status (its message is on stderr already). */
+static int run_child(const char *spec, cell_out *co, kb_err *err) {
+    int pfd[2];
+    if (pipe(pfd)) return kb_fail(err, KB_ERUNTIME, "pipe: %s", strerror(errno));
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, pfd[1], 1);
+    posix_spawn_file_actions_addclose(&fa, pfd[0]);
+    posix_spawn_file_actions_addclose(&fa, pfd[1]);
+    char *argv[] = {"kvbench", "bench", "methods", "--cell", (char *)spec, NULL};
+    pid_t pid;
+    int e = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(pfd[1]);
+    if (e) {
+        close(pfd[0]);
+        return kb_fail(err, KB_ERUNTIME, "cannot start a cell process: %s", strerror(e));
+    }
+    size_t cap = 4096, len = 0;
+    char *buf = KB_MALLOC(cap);
+    ssize_t r;
+    while ((r = read(pfd[0], buf + len, cap - len - 1)) > 0 || (r < 0 && errno == EINTR)) {
+        if (r < 0) continue;
+        len += (size_t)r;
+        if (len + 1 == cap) buf = KB_REALLOC(buf, cap *= 2);
+    }
+    buf[len] = 0;
+    close(pfd[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    int code = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+    if (WIFSIGNALED(st)) {
+        free(buf);
+        return kb_fail(err, KB_ERUNTIME, "a cell process died of signal %d", WTERMSIG(st));
+    }
+    if (code) {
+        free(buf);
+        return kb_fail(err, code, "a cell failed (exit %d; message above)", code);
+    }
+    char *line = strrchr(buf, '{');
+    while (line && line > buf && line[-1] != '\n') line = NULL; /* the last line that is an object */
+    if (!line) line = buf;
+    cJSON *o = cJSON_Parse(line);
+    free(buf);
+    if (!o) return kb_fail(err, KB_ERUNTIME, "a cell process printed no result");
+    const cJSON *x;
+#define NUM(k, dst) dst = (x = cJSON_GetObjectItemCaseSensitive(o, k)) && cJSON_IsNumber(x) ? x->valuedouble : -1
+    NUM("context", co->context);
+    NUM("decode_s", co->decode_s);
+    NUM("attn_s", co->attn_s);
+    NUM("select_s", co->select_s);
+    NUM("weight_bytes", co->weight_bytes);
+    NUM("kv_read_bytes", co->kv_read);
+    NUM("tokens_resident", co->res_tok);
+    NUM("accountant_T", co->T);
+    NUM("kv_bytes_resident", co->res_bytes);
+    NUM("peak_rss", co->peak_rss);
+#undef NUM
+    co->model = cJSON_DetachItemFromObjectCaseSensitive(o, "model");
+    cJSON_Delete(o);
+    co->ok = 1;
+    return 0;
+}
+
+static const char *fill_name(kb_fill f) { return f == KB_FILL_RANDOM ? "random" : "prefill"; }
+
+/* The cell's JSON for the child: its params object plus method, label, budget. */
+static cJSON *cell_method_json(const kb_cell *c) {
+    cJSON *o = c->params_json[0] ? cJSON_Parse(c->params_json) : cJSON_CreateObject();
+    if (!o) o = cJSON_CreateObject();
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "method");
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "label");
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "budget");
+    cJSON_AddStringToObject(o, "method", c->p.ops->name);
+    cJSON_AddStringToObject(o, "label", c->p.label);
+    if (c->p.budget > 0) cJSON_AddNumberToObject(o, "budget", c->p.budget);
+    return o;
+}
+
+static void fmtd(char *b, size_t cap, const char *fmt, double v) {
+    if (v < 0) b[0] = 0;
+    else snprintf(b, cap, fmt, v);
+}
+
+static int cmp_int_desc(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x < y) - (x > y);
+}
+
+/* Prefill once to the longest context, snapshot at every context. */
+static int make_snapshots(const kb_lat_opts *o, int *ctx, int nctx, int W, const char *dir,
+                          kb_err *err) {
+    kb_model *m;
+    int rc = model_load(o->model, &m, err);
+    if (rc) return rc;
+    const kb_hparams *hp = &m->hp;
+    /* a context at the model's limit leaves room for the decode (as bench engine) */
+    for (int i = 0; i < nctx; i++)
+        if (ctx[i] + o->decode_tokens > hp->n_ctx_train && ctx[i] <= hp->n_ctx_train &&
+            ctx[i] > o->decode_tokens) {
+            if (!o->quiet)
+                fprintf(stderr, "kvbench %s: context %d -> %d (room for %d decode tokens)\n", o->cmd,
+                        ctx[i], hp->n_ctx_train - o->decode_tokens, o->decode_tokens);
+            ctx[i] = hp->n_ctx_train - o->decode_tokens;
+        }
+    int longest = 0;
+    for (int i = 0; i < nctx; i++) longest = KB_MAX(longest, ctx[i]);
+    if (longest + o->decode_tokens > hp->n_ctx_train) {
+        rc = kb_fail(err, KB_EINPUT, "context %d + %d decode tokens exceeds the model context of %d tokens",
+                     longest, o->decode_tokens, hp->n_ctx_train);
+        model_free(m);
+        return rc;
+    }
+    if ((rc = model_check_memory(m, longest, 1, o->kv, err))) {
+        model_free(m);
+        return rc;
+    }
+    int32_t *tok = KB_MALLOC((size_t)longest * sizeof(int32_t));
+    bench_random_tokens(tok, longest, hp->n_vocab, 42);
+    kb_forward *f = forward_new(m, 512);
+    kb_prefill pf;
+    prefill_init(&pf, hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim, o->kv, W, longest);
+    kb_attn_backend be = prefill_backend(&pf);
+    int done = 0;
+    for (int i = nctx - 1; i >= 0 && !rc; i--) { /* ctx[] is descending */
+        if (!o->quiet) fprintf(stderr, "kvbench %s: prefill to %d tokens\n", o->cmd, ctx[i]);
+        rc = forward_prefill(f, tok + done, ctx[i] - done, done, &be, NULL, 0, err);
+        done = ctx[i];
+        char path[1200];
+        snprintf(path, sizeof path, "%s/ctx%d.bin", dir, ctx[i]);
+        if (!rc) rc = snap_write(path, &pf, ctx[i], err);
+    }
+    prefill_free(&pf);
+    forward_free(f);
+    free(tok);
+    model_free(m);
+    return rc;
+}
+
+static void remove_snapshots(const char *dir, const int *ctx, int nctx) {
+    char path[1200];
+    for (int i = 0; i < nctx; i++) {
+        snprintf(path, sizeof path, "%s/ctx%d.bin", dir, ctx[i]);
+        remove(path);
+    }
+    rmdir(dir);
+}
+
+int bench_latency(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_err *err) {
+    int ctx[KB_LAT_MAX_CTX], nctx = 0;
+    for (int i = 0; i < o->n_contexts; i++) {
+        int dup = 0;
+        for (int k = 0; k < nctx; k++) dup |= ctx[k] == o->contexts[i];
+        if (!dup) ctx[nctx++] = o->contexts[i];
+    }
+    /* the largest context first: a context that does not fit fails before any output */
+    qsort(ctx, (size_t)nctx, sizeof *ctx, cmp_int_desc);
+    kb_fill fill = o->fill;
+    if (fill == KB_FILL_AUTO) fill = !strncmp(o->model, "synthetic:", 10) ? KB_FILL_RANDOM : KB_FILL_PREFILL;
+    int W = 0;
+    for (int c = 0; c < n_cells; c++) {
+        const kb_method_params *p = &cells[c].p;
+        W = KB_MAX(W, p->window ? p->window : p->ops->window_default);
+    }
+    if (o->threads) bench_set_threads(o->threads);
+    double bw = machine_read_bandwidth((size_t)1 << 30, 5);
+    if (!o->quiet)
+        fprintf(stderr, "kvbench %s: measured read bandwidth %.2f GB/s (%d threads)\n", o->cmd, bw,
+                kb_pool_threads());
+    char snapdir[1100] = "";
+    int rc = 0;
+    if (fill == KB_FILL_PREFILL) {
+        const char *base = o->out_dir ? o->out_dir : (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+        if (o->out_dir && (rc = make_dirs(o->out_dir, err))) return rc;
+        snprintf(snapdir, sizeof snapdir, "%s/.kvbench-prefill.%ld", base, (long)getpid());
+        if (mkdir(snapdir, 0700) && errno != EEXIST)
+            return kb_fail(err, KB_ERUNTIME, "%s: cannot create: %s", snapdir, strerror(errno));
+        if ((rc = make_snapshots(o, ctx, nctx, W, snapdir, err))) {
+            remove_snapshots(snapdir, ctx, nctx);
+            return rc;
+        }
+    }
+    kb_table t;
+    table_init(&t, kb_latency_cols, kb_latency_ncols);
+    cJSON *model_json = NULL;
+    if (!o->quiet)
+        printf("%-14s %6s %7s %9s %8s %8s %8s %7s %10s %9s %8s\n", "label", "budget", "context",
+               "ms/token", "attn ms", "sel ms", "GB/s", "of bw", "resident", "RSS MiB", "speedup");
+    for (int ci = 0; ci < nctx && !rc; ci++) {
+        int row0 = t.nrow;
+        double full_s = -1;
+        for (int c = 0; c < n_cells && !rc; c++) {
+            const kb_cell *cell = &cells[c];
+            cJSON *spec = cJSON_CreateObject();
+            cJSON_AddStringToObject(spec, "model", o->model);
+            cJSON_AddStringToObject(spec, "fill", fill_name(fill));
+            char snap[1300];
+            snprintf(snap, sizeof snap, "%s/ctx%d.bin", snapdir, ctx[ci]);
+            if (fill == KB_FILL_PREFILL) cJSON_AddStringToObject(spec, "snapshot", snap);
+            cJSON_AddStringToObject(spec, "kv", kb_dtype_name(o->kv));
+            cJSON_AddNumberToObject(spec, "context", ctx[ci]);
+            cJSON_AddNumberToObject(spec, "decode_tokens", o->decode_tokens);
+            cJSON_AddNumberToObject(spec, "reps", o->reps);
+            cJSON_AddNumberToObject(spec, "threads", o->threads);
+            cJSON_AddNumberToObject(spec, "window", W);
+            cJSON_AddItemToObject(spec, "method", cell_method_json(cell));
+            char *s = cJSON_PrintUnformatted(spec);
+            cJSON_Delete(spec);
+            cell_out co;
+            memset(&co, 0, sizeof co);
+            fflush(stdout);
+            rc = run_child(s, &co, err);
+            free(s);
+            if (rc) {
+                kb_err_prefix(err, "%s%s%d, context %d", cell->p.label, cell->p.budget > 0 ? " B=" : "",
+                              cell->p.budget > 0 ? cell->p.budget : 0, ctx[ci]);
+                break;
+            }
+            if (!model_json) model_json = co.model;
+            else cJSON_Delete(co.model);
+            if (!strcmp(cell->p.ops->name, "full") && full_s < 0) full_s = co.decode_s;
+            double bytes = co.weight_bytes + co.kv_read, gbps = bytes / co.decode_s / 1e9;
+            char v[24][64];
+            snprintf(v[0], 64, "%s", cell->p.ops->name);
+            snprintf(v[1], 64, "%s", cell->p.label);
+            fmtd(v[3], 64, "%.0f", cell->p.budget > 0 ? cell->p.budget : -1);
+            snprintf(v[4], 64, "%s", cell->p.budget > 0 ? (cell->p.budget_mode == KB_BUDGET_TOPK ? "topk" : "traffic") : "");
+            snprintf(v[5], 64, "%.0f", co.context);
+            snprintf(v[6], 64, "%d", o->decode_tokens);
+            snprintf(v[7], 64, "%d", o->reps);
+            snprintf(v[8], 64, "%s", fill_name(fill));
+            snprintf(v[9], 64, "%d", kb_pool_threads());
+            snprintf(v[10], 64, "%.4f", co.decode_s * 1e3);
+            snprintf(v[11], 64, "%.4f", co.attn_s * 1e3);
+            snprintf(v[12], 64, "%.4f", co.select_s * 1e3);
+            snprintf(v[13], 64, "%.0f", co.weight_bytes);
+            snprintf(v[14], 64, "%.0f", co.kv_read);
+            snprintf(v[15], 64, "%.0f", bytes);
+            snprintf(v[16], 64, "%.3f", gbps);
+            snprintf(v[17], 64, "%.4f", gbps / bw);
+            snprintf(v[18], 64, "%.3f", bw);
+            snprintf(v[19], 64, "%.2f", co.res_tok);
+            fmtd(v[20], 64, "%.0f", co.T > 0 ? co.T : -1);
+            snprintf(v[21], 64, "%.0f", co.res_bytes);
+            fmtd(v[22], 64, "%.0f", co.peak_rss);
+            v[23][0] = 0;
+            const char *vals[24];
+            for (int k = 0; k < 24; k++) vals[k] = v[k];
+            vals[2] = cell->params_json;
+            table_add(&t, vals);
+            if (!o->quiet) {
+                printf("%-14s %6s %7.0f %9.3f %8.3f %8.3f %8.2f %6.0f%% %10.1f %9.1f\n", cell->p.label,
+                       v[3], co.context, co.decode_s * 1e3, co.attn_s * 1e3, co.select_s * 1e3, gbps,
+                       100 * gbps / bw, co.res_tok, co.peak_rss / 1048576.0);
+                fflush(stdout);
+            }
+        }
+        if (rc) break;
+        /* speedups of this context against its full cell */
+        int col = table_col(&t, "speedup_vs_full"), dcol = table_col(&t, "decode_ms_per_token");
+        for (int r = row0; r < t.nrow && full_s > 0; r++) {
+            char b[32];
+            snprintf(b, sizeof b, "%.3f", full_s * 1e3 / atof(t.rows[r][dcol]));
+            free(t.rows[r][col]);
+            t.rows[r][col] = kb_strdup(b);
+        }
+        if (full_s > 0 && !o->quiet) {
+            printf("  speedup vs full at context %d:", ctx[ci]);
+            for (int r = row0; r < t.nrow; r++)
+                printf(" %s%s%s %s", t.rows[r][1], *t.rows[r][3] ? "/" : "", t.rows[r][3], t.rows[r][col]);
+            printf("\n");
+        }
+        /* results so far, atomically (a long run keeps what it finished) */
+        if (o->out_dir) {
+            char path[1200];
+            if (!rc) rc = make_dirs(o->out_dir, err);
+            snprintf(path, sizeof path, "%s/latency.csv", o->out_dir);
+            if (!rc) rc = table_write_csv(&t, path, err);
+            if (!rc && o->manifest) {
+                cJSON *r = cJSON_CreateObject();
+                cJSON_AddStringToObject(r, "kind", "bench_methods");
+                cJSON_AddStringToObject(r, "kvbench_version", kb_version());
+                cJSON_AddStringToObject(r, "git_commit", kb_git_desc());
+                if (model_json) cJSON_AddItemToObject(r, "model", cJSON_Duplicate(model_json, 1));
+                cJSON_AddItemToObject(r, "machine", runinfo_machine_json());
+                cJSON_AddNumberToObject(r, "read_bandwidth_gbps", bw);
+                cJSON_AddStringToObject(r, "kernels", kernels_get()->name);
+                cJSON_AddStringToObject(r, "matvec", kb_matvec_mode_name(kb_matvec_mode()));
+                cJSON_AddStringToObject(r, "kv_dtype", kb_dtype_name(o->kv));
+                cJSON_AddStringToObject(r, "fill", fill_name(fill));
+                cJSON_AddNumberToObject(r, "decode_tokens", o->decode_tokens);
+                cJSON_AddNumberToObject(r, "reps", o->reps);
+                cJSON_AddNumberToObject(r, "window_queries", W);
+                cJSON *ca = cJSON_AddArrayToObject(r, "contexts");
+                for (int k = 0; k < nctx; k++) cJSON_AddItemToArray(ca, cJSON_CreateNumber(ctx[k]));
+                cJSON *cl = cJSON_AddArrayToObject(r, "cells");
+                for (int k = 0; k < n_cells; k++) cJSON_AddItemToArray(cl, cell_method_json(&cells[k]));
+                cJSON_AddStringToObject(r, "status", ci == nctx - 1 ? "done" : "running");
+                char *js = cJSON_Print(r);
+                snprintf(path, sizeof path, "%s/run.json", o->out_dir);
+                rc = atomic_write(path, js, strlen(js), err);
+                free(js);
+                cJSON_Delete(r);
+            }
+        }
+    }
+    if (snapdir[0]) remove_snapshots(snapdir, ctx, nctx);
+    if (!rc && o->out_dir && !o->quiet)
+        fprintf(stderr, "kvbench %s: wrote %s/latency.csv\n", o->cmd, o->out_dir);
+    cJSON_Delete(model_json);
+    table_free(&t);
+    return rc;
+}
+
+/* ------------------------------------------------------------- the CLI --- */
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: kvbench bench methods [-m MODEL] [options]\n"
+            "  -m, --model SPEC        GGUF path or synthetic:smollm2-135m | synthetic:llama3.1-8b\n"
+            "      --contexts LIST     context lengths in tokens (default 1024,2048,4096,8192)\n"
+            "      --budgets LIST      token budgets (default 256,1024)\n"
+            "      --methods LIST      methods (default: full and every budgeted method, default params)\n"
+            "      --decode-tokens N   decode steps timed per repetition (default 16)\n"
+            "      --reps N            timed repetitions; medians are reported (default 3)\n"
+            "      --kv TYPE           KV cache type f16 (default) | f32 | bf16\n"
+            "      --threads N         threads (default: all cores)\n"
+            "      --fill KIND         random | prefill (default: random for synthetic models,\n"
+            "                          prefill for GGUF files)\n"
+            "      --out DIR           write DIR/latency.csv and DIR/run.json\n"
+            "Each cell runs in its own process; columns: docs/PERFORMANCE.md.\n");
+}
 
 int bench_methods(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "kvbench bench methods: not available yet (see the performance issue)\n");
-    return 2;
+    if (argc >= 3 && !strcmp(argv[1], "--cell")) return lat_cell(argv[2]);
+    static const struct option opts[] = {
+        {"model", 1, 0, 'm'},   {"contexts", 1, 0, 'c'}, {"budgets", 1, 0, 'b'},
+        {"methods", 1, 0, 'M'}, {"decode-tokens", 1, 0, 't'}, {"reps", 1, 0, 'r'},
+        {"kv", 1, 0, 'k'},      {"threads", 1, 0, 'j'},  {"fill", 1, 0, 'f'},
+        {"out", 1, 0, 'o'},     {"help", 0, 0, 'h'},     {0, 0, 0, 0}};
+    const char *model = NULL, *methods = NULL, *out = NULL;
+    kb_lat_opts o;
+    memset(&o, 0, sizeof o);
+    o.cmd = "bench methods";
+    o.contexts[0] = 1024, o.contexts[1] = 2048, o.contexts[2] = 4096, o.contexts[3] = 8192;
+    o.n_contexts = 4;
+    o.decode_tokens = 16;
+    o.reps = 3;
+    o.kv = KB_F16;
+    o.manifest = 1;
+    int budgets[32] = {256, 1024}, nb = 2;
+    long v;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "m:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': model = optarg; break;
+        case 'c':
+            if ((o.n_contexts = bench_parse_list("bench methods", "contexts", optarg, o.contexts,
+                                                 KB_LAT_MAX_CTX, 1, 1 << 24)) < 0)
+                return 2;
+            break;
+        case 'b':
+            if ((nb = bench_parse_list("bench methods", "budgets", optarg, budgets, 32, 1, 1 << 24)) < 0)
+                return 2;
+            break;
+        case 'M': methods = optarg; break;
+        case 't':
+            if (cli_parse_int("bench methods", "decode-tokens", optarg, 1, 4096, &v)) return 2;
+            o.decode_tokens = (int)v;
+            break;
+        case 'r':
+            if (cli_parse_int("bench methods", "reps", optarg, 1, 100, &v)) return 2;
+            o.reps = (int)v;
+            break;
+        case 'k':
+            if (kb_dtype_parse(optarg, &o.kv)) {
+                fprintf(stderr, "kvbench bench methods: --kv expects f16, f32 or bf16, got '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'j':
+            if (cli_parse_int("bench methods", "threads", optarg, 1, 1024, &v)) return 2;
+            o.threads = (int)v;
+            break;
+        case 'f':
+            if (!strcmp(optarg, "random")) o.fill = KB_FILL_RANDOM;
+            else if (!strcmp(optarg, "prefill")) o.fill = KB_FILL_PREFILL;
+            else {
+                fprintf(stderr, "kvbench bench methods: --fill expects random or prefill, got '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'o': out = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "kvbench bench methods: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    o.model = cli_model_path(model);
+    /* the cells: full once, every other method once per budget */
+    const kb_method_ops *ops[64];
+    int nops = 0;
+    if (methods) {
+        char *dup = kb_strdup(methods), *save = NULL;
+        for (char *tok = strtok_r(dup, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            const kb_method_ops *mo = method_find(tok);
+            if (!mo) {
+                fprintf(stderr, "kvbench bench methods: --methods: unknown method '%s' (known: %s)\n",
+                        tok, method_names());
+                free(dup);
+                return 2;
+            }
+            int seen = 0;
+            for (int i = 0; i < nops; i++) seen |= ops[i] == mo;
+            if (!seen && nops < 64) ops[nops++] = mo;
+        }
+        free(dup);
+        if (!nops) {
+            fprintf(stderr, "kvbench bench methods: --methods is empty\n");
+            return 2;
+        }
+    } else {
+        ops[nops++] = method_find("full");
+        for (int i = 0; i < method_count(); i++)
+            if (method_at(i)->needs_budget && nops < 64) ops[nops++] = method_at(i);
+    }
+    kb_cell *cells = KB_CALLOC((size_t)nops * nb, sizeof *cells);
+    int ncells = 0, rc = 0;
+    kb_err err = {0};
+    for (int i = 0; i < nops && !rc; i++)
+        for (int b = 0; b < (ops[i]->needs_budget ? nb : 1) && !rc; b++) {
+            kb_cell *cell = &cells[ncells];
+            rc = method_params_default(ops[i], ops[i]->needs_budget ? budgets[b] : -1, &cell->p, &err);
+            if (rc) {
+                fprintf(stderr, "kvbench bench methods: %s budget %d: %s\n", ops[i]->name, budgets[b], err.msg);
+                free(cells);
+                return rc;
+            }
+            ncells++;
+        }
+    if (out) {
+        /* never overwrite a sweep's manifest */
+        char path[1200];
+        snprintf(path, sizeof path, "%s/run.json", out);
+        cJSON *old;
+        if (access(path, F_OK) == 0) {
+            const cJSON *k = NULL;
+            int bad = json_load_file(path, &old, &err) != 0;
+            if (!bad) {
+                k = cJSON_GetObjectItemCaseSensitive(old, "kind");
+                bad = !cJSON_IsString(k) || strcmp(k->valuestring, "bench_methods");
+                cJSON_Delete(old);
+            }
+            if (bad) {
+                fprintf(stderr, "kvbench bench methods: %s holds another kind of run (a sweep?): "
+                        "use a new --out directory\n", out);
+                free(cells);
+                return 2;
+            }
+        }
+    }
+    o.out_dir = out;
+    if (!out) o.manifest = 0;
+    kb_machine mc;
+    machine_describe(&mc);
+    printf("# kvbench bench methods: %s, %d cores; model %s; KV %s; fill %s\n", mc.cpu, mc.cores,
+           o.model, kb_dtype_name(o.kv),
+           o.fill == KB_FILL_AUTO ? (!strncmp(o.model, "synthetic:", 10) ? "random" : "prefill")
+                                  : fill_name(o.fill));
+    fflush(stdout);
+    rc = bench_latency(&o, cells, ncells, &err);
+    if (rc) fprintf(stderr, "kvbench bench methods: %s\n", err.msg);
+    free(cells);
+    return rc;
 }

@@ -64,25 +64,6 @@ static ALWAYS_INLINE __m512 ld16(const kb_dtype dt, const void *p) {
     return _mm512_loadu_ps(p);
 }
 
-/* v[r] (r < 16) -> one vector whose lane r is the sum of v[r]'s lanes. Every
- * lane is summed in the same order whatever r, so equal rows give equal sums
- * (ties stay ties for the top-k rules). */
-static ALWAYS_INLINE __m512 hsum16x16(const __m512 *v) {
-    __m512 x[8], y[4], z[2];
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; i++)
-        x[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
-                             _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
-    for (int i = 0; i < 4; i++)
-        y[i] = _mm512_add_ps(_mm512_shuffle_ps(x[2 * i], x[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                             _mm512_shuffle_ps(x[2 * i], x[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    for (int i = 0; i < 2; i++)
-        z[i] = _mm512_add_ps(_mm512_shuffle_f32x4(y[2 * i], y[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-                             _mm512_shuffle_f32x4(y[2 * i], y[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-    return _mm512_add_ps(_mm512_shuffle_f32x4(z[0], z[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_f32x4(z[0], z[1], _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
 #define DMAX_V 16 /* fast path: D <= 256 */
 #define GMAX_V 8  /* fast path: G <= 8 */
 
@@ -140,7 +121,7 @@ static ALWAYS_INLINE void rows16(const int G, const int DV, const kb_dtype dt, c
                 for (int t = 1; t < DV; t++) a = _mm512_fmadd_ps(qv[g][t], _mm512_load_ps(kb + (r * DV + t) * 16), a);
                 d[r] = a;
             }
-            __m512 x = hsum16x16(d);
+            __m512 x = simd_hsum16x16(d);
             if (part) _mm512_store_ps(sc[g] + (j - j0), _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), valid, x));
             else _mm512_mask_storeu_ps(sc_out + (size_t)g * ldo + j, valid, x);
         }

@@ -74,6 +74,77 @@ static void select_rank(const float *x, int32_t *w, int n, int m) {
     }
 }
 
+/* Thread-local index scratch (kernels run on several threads at once). */
+static int32_t *tls_idx(int n) {
+    static _Thread_local int32_t *buf;
+    static _Thread_local int cap;
+    if (n > cap) {
+        free(buf);
+        cap = n + n / 2 + 16;
+        buf = KB_MALLOC((size_t)cap * sizeof(int32_t));
+    }
+    return buf;
+}
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* w[0..m) := the m top-ranked indices of x[0..n) in the deterministic order
+ * (any order inside, w[m-1] the one of rank m-1); w has room for n.
+ * Large n: a threshold thr from a sample of x (about 2m + 32 elements are
+ * expected at or above it), one vectorised pass keeps the indices with
+ * x >= thr (ascending), and quickselect runs on those. Every index left out
+ * has x < thr <= the candidates' values (NaN fails the compare and ranks as
+ * -inf anyway), so if at least m were kept the top m are among them; if
+ * fewer, or thr is not a finite number above -inf, the plain quickselect
+ * over all n runs. The set returned is the same either way. */
+static void top_m(const float *x, int n, int m, int32_t *w) {
+    enum { SAMPLE = 256 };
+    if (n >= 4 * SAMPLE && m <= n / 8) {
+        float smp[SAMPLE];
+        int32_t si[SAMPLE];
+        long step = n / SAMPLE;
+        for (int i = 0; i < SAMPLE; i++) {
+            smp[i] = x[i * step];
+            si[i] = i;
+        }
+        /* rank of the threshold in the sample: expected (q + 1) * step
+         * elements of x are >= it; aim at 2m + 32 */
+        long q = (2L * m + 32) / step;
+        if (q > SAMPLE - 1) q = SAMPLE - 1;
+        select_rank(smp, si, SAMPLE, (int)q + 1);
+        float thr = smp[si[q]];
+        if (thr > -INFINITY && thr == thr) {
+            int c = 0;
+#if defined(__AVX512F__)
+            __m512 vt = _mm512_set1_ps(thr);
+            __m512i iv = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+            const __m512i sixteen = _mm512_set1_epi32(16);
+            int i = 0;
+            for (; i + 16 <= n; i += 16) {
+                __mmask16 k = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), vt, _CMP_GE_OQ);
+                _mm512_mask_compressstoreu_epi32(w + c, k, iv);
+                c += __builtin_popcount(k);
+                iv = _mm512_add_epi32(iv, sixteen);
+            }
+            for (; i < n; i++)
+                if (x[i] >= thr) w[c++] = i;
+#else
+            for (int i = 0; i < n; i++)
+                if (x[i] >= thr) w[c++] = i;
+#endif
+            if (c >= m) {
+                if (c > m) select_rank(x, w, c, m);
+                return;
+            }
+        }
+    }
+    for (int i = 0; i < n; i++) w[i] = i;
+    select_rank(x, w, n, m);
+}
+
 int kb_cpu_topk(const float *x, int n, int k, int32_t *idx) {
     if (k > n) k = n;
     if (k <= 0) return 0;
@@ -81,11 +152,14 @@ int kb_cpu_topk(const float *x, int n, int k, int32_t *idx) {
         for (int i = 0; i < n; i++) idx[i] = i;
         return n;
     }
-    int32_t *w = KB_MALLOC((size_t)n * sizeof(int32_t));
-    for (int i = 0; i < n; i++) w[i] = i;
-    select_rank(x, w, n, k);
+    int32_t *w = tls_idx(n);
+    top_m(x, n, k, w);
+    if (k <= n / 16) { /* few winners: sort them */
+        memcpy(idx, w, (size_t)k * sizeof(int32_t));
+        qsort(idx, (size_t)k, sizeof(int32_t), cmp_i32);
+        return k;
+    }
     int32_t t = w[k - 1];
-    free(w);
     int c = 0;
     for (int i = 0; i < n; i++)
         if (i == t || before(x, i, t)) idx[c++] = i;
@@ -102,11 +176,10 @@ int kb_cpu_topk_pages(const float *ps, int n, int p, int k, int32_t *idx) {
     if (p == 1) return kb_cpu_topk(ps, n, k, idx);
     int np = (n + p - 1) / p, last_cnt = n - (np - 1) * p;
     int m = (k + p - 1) / p;
-    int32_t *w = KB_MALLOC((size_t)np * sizeof(int32_t));
-    char *in = KB_CALLOC((size_t)np, 1);
+    int32_t *w = tls_idx(2 * np);
+    int32_t *sel = w + np;
     for (;;) {
-        for (int i = 0; i < np; i++) w[i] = i;
-        select_rank(ps, w, np, m);
+        top_m(ps, np, m, w);
         int has_last = 0;
         for (int i = 0; i < m; i++) has_last |= w[i] == np - 1;
         long total = (long)m * p - (has_last ? p - last_cnt : 0);
@@ -116,19 +189,18 @@ int kb_cpu_topk_pages(const float *ps, int n, int p, int k, int32_t *idx) {
     int32_t b = w[m - 1]; /* the boundary page: last in the order among the chosen */
     long others = 0;
     for (int i = 0; i < m; i++) {
-        in[w[i]] = 1;
+        sel[i] = w[i];
         if (w[i] != b) others += w[i] == np - 1 ? last_cnt : p;
     }
+    qsort(sel, (size_t)m, sizeof(int32_t), cmp_i32);
     int need = (int)(k - others);
     int c = 0;
-    for (int P = 0; P < np; P++) {
-        if (!in[P]) continue;
+    for (int i = 0; i < m; i++) {
+        int P = sel[i];
         int cnt = P == np - 1 ? last_cnt : p;
         if (P == b) cnt = need;
         for (int t = 0; t < cnt; t++) idx[c++] = P * p + t;
     }
-    free(w);
-    free(in);
     return c;
 }
 
@@ -291,6 +363,78 @@ static void topk_small_double(const double *key, int D, int r, int32_t *out) {
 
 /* ---- hybrid approximate scores ---- */
 
+#if defined(__AVX512F__)
+/* Page scores for p > 1 as one dense dot per page: qmx[g] holds q_g on the
+ * chosen dims whose group sign is +, 0 elsewhere; qmn[g] likewise for sign
+ * -; score = qmx . Kmax_P + qmn . Kmin_P (the zero lanes add exact zeros,
+ * so this is the sum over the chosen dims of q_i times the summary the sign
+ * picks). 16 pages at a time, reduced together (simd_hsum16x16: equal pages
+ * give equal scores). Reads whole summary rows; the accounting counts the
+ * r dims the definition needs. D % 16 == 0. */
+static void hyb_pages512(const float *qmx, const float *qmn, int G, int D, const float *kmax,
+                         const float *kmin, int np, float *sc, size_t ld) {
+    int DV = D / 16;
+    for (int P0 = 0; P0 < np; P0 += 16) {
+        int nr = np - P0 < 16 ? np - P0 : 16;
+        if (P0 + 64 < np) {
+            _mm_prefetch((const char *)(kmax + (size_t)(P0 + 64) * D), _MM_HINT_T0);
+            _mm_prefetch((const char *)(kmin + (size_t)(P0 + 64) * D), _MM_HINT_T0);
+        }
+        for (int g = 0; g < G; g++) {
+            const float *a = qmx + (size_t)g * D, *b = qmn + (size_t)g * D;
+            __m512 d[16];
+            for (int r = 0; r < 16; r++) {
+                size_t P = (size_t)(P0 + (r < nr ? r : nr - 1));
+                const float *mx = kmax + P * D, *mn = kmin + P * D;
+                __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(a), _mm512_loadu_ps(mx));
+                acc = _mm512_fmadd_ps(_mm512_loadu_ps(b), _mm512_loadu_ps(mn), acc);
+                for (int t = 1; t < DV; t++) {
+                    acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + 16 * t), _mm512_loadu_ps(mx + 16 * t), acc);
+                    acc = _mm512_fmadd_ps(_mm512_loadu_ps(b + 16 * t), _mm512_loadu_ps(mn + 16 * t), acc);
+                }
+                d[r] = acc;
+            }
+            _mm512_mask_storeu_ps(sc + (size_t)g * ld + P0, (__mmask16)((1u << nr) - 1), simd_hsum16x16(d));
+        }
+    }
+}
+
+/* Slot scores for p == 1 (SparQ): only the r chosen dims of each key are
+ * read, 16 slots at a time by a gather of the 32-bit word holding the dim
+ * (always inside the row); each head's scores accumulate lane-wise in the
+ * dims' ascending order, so equal keys give equal scores. */
+static void hyb_slots512(const float *q, int G, int D, const int32_t *dims, int r,
+                         const kb_kvstream *s, int n, float *sc, size_t ld) {
+    const int esz = (int)kb_dtype_size(s->dtype);
+    const __m512i rowoff = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                              _mm512_set1_epi32(D * esz));
+    __m512 acc[64];
+    for (int j0 = 0; j0 < n; j0 += 16) {
+        int nr = n - j0 < 16 ? n - j0 : 16;
+        __mmask16 valid = (__mmask16)((1u << nr) - 1);
+        const char *base = (const char *)kvstream_krow(s, j0);
+        for (int g = 0; g < G; g++) acc[g] = _mm512_setzero_ps();
+        for (int t = 0; t < r; t++) {
+            int d = dims[t];
+            __m512 v;
+            if (esz == 4) {
+                v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid, rowoff, base + 4 * d, 1);
+            } else {
+                __m512i w = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, rowoff,
+                                                        base + 2 * (d & ~1), 1);
+                if (d & 1) w = _mm512_srli_epi32(w, 16);
+                __m256i h = _mm512_cvtepi32_epi16(w);
+                v = s->dtype == KB_F16 ? _mm512_cvtph_ps(h)
+                                       : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+            }
+            for (int g = 0; g < G; g++)
+                acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(q[(size_t)g * D + d]), v, acc[g]);
+        }
+        for (int g = 0; g < G; g++) _mm512_mask_storeu_ps(sc + (size_t)g * ld + j0, valid, acc[g]);
+    }
+}
+#endif
+
 void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const float *kmax,
                           const float *kmin, const kb_kvstream *s, int n, int p,
                           float *page_score, float *head_w, int32_t *dims_out) {
@@ -298,9 +442,23 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const float *kmax
     if (r < 1) r = 1;
     int np = (n + p - 1) / p;
     if (np <= 0) return;
-    double *absum = KB_MALLOC((size_t)D * sizeof(double));
-    int32_t *dims = KB_MALLOC((size_t)D * sizeof(int32_t));
-    char *pos = KB_MALLOC((size_t)D);
+    static _Thread_local void *buf;
+    static _Thread_local size_t bcap;
+    size_t ld = (size_t)pad16(np);
+    size_t need = (size_t)D * (sizeof(double) + sizeof(int32_t) + 1) + 2 * (size_t)G * D * sizeof(float) +
+                  (size_t)G * ld * sizeof(float) + 2 * (size_t)r * sizeof(float) + 256;
+    if (need > bcap) {
+        free(buf);
+        bcap = need + need / 2;
+        buf = KB_MALLOC(bcap);
+    }
+    double *absum = buf;
+    float *sc = (float *)(void *)(absum + D);           /* [G][ld] */
+    float *qmx = sc + (size_t)G * ld, *qmn = qmx + (size_t)G * D; /* [G][D] each */
+    float *vals = qmn + (size_t)G * D, *qI = vals + r;   /* [r] (scalar path) */
+    int32_t *dims = (int32_t *)(void *)(qI + r);
+    char *pos = (char *)(dims + D);
+    (void)qI;
     for (int d = 0; d < D; d++) {
         /* in double, sums of a few floats are exact: dims are ranked by the
          * exact mean |q| and the sign is the exact sign of the sum, so neither
@@ -314,29 +472,41 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const float *kmax
         pos[d] = sum > 0;
     }
     topk_small_double(absum, D, r, dims);
-    float *qI = KB_MALLOC((size_t)G * r * sizeof(float));
-    for (int g = 0; g < G; g++)
-        for (int t = 0; t < r; t++) qI[(size_t)g * r + t] = q[(size_t)g * D + dims[t]];
-    size_t ld = (size_t)pad16(np);
-    float *sc = KB_MALLOC((size_t)G * ld * sizeof(float));
-    float *vals = KB_MALLOC((size_t)r * sizeof(float));
-    uint16_t *half = p == 1 ? KB_MALLOC((size_t)r * sizeof(uint16_t)) : NULL;
-    for (int P = 0; P < np; P++) {
-        if (p == 1) {
-            /* only the r chosen dims of the key are read (SparQ's traffic) */
-            if (s->dtype == KB_F32) {
-                const float *kr = kvstream_krow(s, P);
-                for (int t = 0; t < r; t++) vals[t] = kr[dims[t]];
-            } else {
-                const uint16_t *kr = kvstream_krow(s, P);
-                for (int t = 0; t < r; t++) half[t] = kr[dims[t]];
-                simd_cvt_row(s->dtype, half, vals, r);
+#if defined(__AVX512F__)
+    int fast = D % 16 == 0 && G <= 64;
+    if (fast && p > 1) {
+        memset(qmx, 0, 2 * (size_t)G * D * sizeof(float));
+        for (int g = 0; g < G; g++)
+            for (int t = 0; t < r; t++) {
+                int d = dims[t];
+                (pos[d] ? qmx : qmn)[(size_t)g * D + d] = q[(size_t)g * D + d];
             }
-        } else {
-            const float *mx = kmax + (size_t)P * D, *mn = kmin + (size_t)P * D;
-            for (int t = 0; t < r; t++) vals[t] = pos[dims[t]] ? mx[dims[t]] : mn[dims[t]];
+        hyb_pages512(qmx, qmn, G, D, kmax, kmin, np, sc, ld);
+    } else if (fast && p == 1 && G <= 64) {
+        hyb_slots512(q, G, D, dims, r, s, n, sc, ld);
+    } else
+#endif
+    {
+        float *qr = qmx; /* [G][r] */
+        for (int g = 0; g < G; g++)
+            for (int t = 0; t < r; t++) qr[(size_t)g * r + t] = q[(size_t)g * D + dims[t]];
+        for (int P = 0; P < np; P++) {
+            if (p == 1) {
+                /* only the r chosen dims of the key are read (SparQ's traffic) */
+                if (s->dtype == KB_F32) {
+                    const float *kr = kvstream_krow(s, P);
+                    for (int t = 0; t < r; t++) vals[t] = kr[dims[t]];
+                } else {
+                    const uint16_t *kr = kvstream_krow(s, P);
+                    for (int t = 0; t < r; t++)
+                        vals[t] = s->dtype == KB_F16 ? kb_f16_to_f32(kr[dims[t]]) : kb_bf16_to_f32(kr[dims[t]]);
+                }
+            } else {
+                const float *mx = kmax + (size_t)P * D, *mn = kmin + (size_t)P * D;
+                for (int t = 0; t < r; t++) vals[t] = pos[dims[t]] ? mx[dims[t]] : mn[dims[t]];
+            }
+            for (int g = 0; g < G; g++) sc[(size_t)g * ld + P] = simd_dot(qr + (size_t)g * r, vals, r);
         }
-        for (int g = 0; g < G; g++) sc[(size_t)g * ld + P] = simd_dot(qI + (size_t)g * r, vals, r);
     }
     /* softmax over slots, computed per page: page P holds cnt_P equal slots */
     int last_cnt = n - (np - 1) * p;
@@ -344,29 +514,57 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const float *kmax
     for (int g = 0; g < G; g++) {
         float tau = kb_hybrid_temperature(q + (size_t)g * D, D, dims, r);
         float *x = sc + (size_t)g * ld, mx = -INFINITY;
-        for (int P = 0; P < np; P++) {
+        int P = 0;
+#if defined(__AVX512F__)
+        {
+            __m512 vt = _mm512_set1_ps(tau), vm = _mm512_set1_ps(-INFINITY);
+            for (; P + 16 <= np; P += 16) {
+                __m512 v = _mm512_div_ps(_mm512_loadu_ps(x + P), vt);
+                _mm512_storeu_ps(x + P, v);
+                vm = _mm512_mask_max_ps(vm, _mm512_cmp_ps_mask(v, vm, _CMP_GT_OQ), v, vm);
+            }
+            mx = _mm512_reduce_max_ps(vm);
+        }
+#endif
+        for (; P < np; P++) {
             x[P] /= tau;
             mx = x[P] > mx ? x[P] : mx;
         }
-        for (int P = 0; P < np; P++) x[P] -= mx;
+        for (P = 0; P < np; P++) x[P] -= mx;
         exp_uniform(x, np);
+        /* every page but the last holds p slots: sum = p * sum(x[<last]) + cnt * x[last] */
         double sum = 0;
-        for (int P = 0; P < np; P++) sum += (double)x[P] * (P == np - 1 ? last_cnt : p);
+        P = 0;
+#if defined(__AVX512F__)
+        {
+            __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
+            for (; P + 16 <= np - 1; P += 16) {
+                __m512 v = _mm512_loadu_ps(x + P);
+                a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+                a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+            }
+            sum = _mm512_reduce_add_pd(_mm512_add_pd(a0, a1));
+        }
+#endif
+        for (; P < np - 1; P++) sum += x[P];
+        sum = sum * p + (double)x[np - 1] * last_cnt;
         float inv = (float)(1.0 / sum);
-        for (int P = 0; P < np; P++) {
+        float *hw = head_w ? head_w + (size_t)g * np : NULL;
+        P = 0;
+#if defined(__AVX512F__)
+        for (__m512 vi = _mm512_set1_ps(inv); P + 16 <= np; P += 16) {
+            __m512 w = _mm512_mul_ps(_mm512_loadu_ps(x + P), vi);
+            if (hw) _mm512_storeu_ps(hw + P, w);
+            _mm512_storeu_ps(page_score + P, _mm512_add_ps(_mm512_loadu_ps(page_score + P), w));
+        }
+#endif
+        for (; P < np; P++) {
             float w = x[P] * inv;
-            if (head_w) head_w[(size_t)g * np + P] = w;
+            if (hw) hw[P] = w;
             page_score[P] += w;
         }
     }
     float invG = 1.0f / G;
     for (int P = 0; P < np; P++) page_score[P] *= invG;
     if (dims_out) memcpy(dims_out, dims, (size_t)r * sizeof(int32_t));
-    free(absum);
-    free(dims);
-    free(pos);
-    free(qI);
-    free(sc);
-    free(vals);
-    free(half);
 }

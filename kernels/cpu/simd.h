@@ -138,6 +138,26 @@ static inline __m512 simd_exp512(__m512 v) {
 }
 #endif
 
+#if defined(__AVX512F__)
+/* v[r] (r < 16) -> one vector whose lane r is the sum of v[r]'s 16 lanes.
+ * Every lane is summed in the same order whatever r, so equal inputs give
+ * equal sums in any position (ties stay ties for the top-k rules). */
+static inline __m512 simd_hsum16x16(const __m512 *v) {
+    __m512 x[8], y[4], z[2];
+    for (int i = 0; i < 8; i++)
+        x[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
+                             _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+    for (int i = 0; i < 4; i++)
+        y[i] = _mm512_add_ps(_mm512_shuffle_ps(x[2 * i], x[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(x[2 * i], x[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    for (int i = 0; i < 2; i++)
+        z[i] = _mm512_add_ps(_mm512_shuffle_f32x4(y[2 * i], y[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(y[2 * i], y[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(z[0], z[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(z[0], z[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+#endif
+
 /* x[0..n) = exp(x[0..n)) in place. */
 static inline void simd_exp_inplace(float *x, int n) {
     int i = 0;
