@@ -1,6 +1,7 @@
 /* pages.c - page min/max summaries of one K stream (select.h): incremental
  * append, truncation that recomputes only the last page. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/select.h"
 
@@ -17,19 +18,31 @@ void pages_free(kb_pages *pg) {
     pg->n = pg->cap = 0;
 }
 
+/* Dim-major rows of cap pages: growing moves every dim's row to its new
+ * stride (amortized by doubling). */
+static float *relayout(float *old, int D, int oldcap, int npages, int nc) {
+    float *x = KB_MALLOC((size_t)nc * D * sizeof(float));
+    for (int d = 0; d < D && old; d++)
+        memcpy(x + (size_t)d * nc, old + (size_t)d * oldcap, (size_t)npages * sizeof(float));
+    free(old);
+    return x;
+}
+
 static void pages_reserve(kb_pages *pg, int npages) {
     if (npages <= pg->cap) return;
     int nc = pg->cap ? pg->cap : 16;
     while (nc < npages) nc *= 2;
-    pg->kmax = KB_REALLOC(pg->kmax, (size_t)nc * pg->D * sizeof(float));
-    pg->kmin = KB_REALLOC(pg->kmin, (size_t)nc * pg->D * sizeof(float));
+    nc = (nc + 15) & ~15; /* rows start 64-byte aligned relative to each other */
+    int have = pages_count(pg);
+    pg->kmax = relayout(pg->kmax, pg->D, pg->cap, have, nc);
+    pg->kmin = relayout(pg->kmin, pg->D, pg->cap, have, nc);
     pg->cap = nc;
 }
 
 void pages_sync(kb_pages *pg, const kb_kvstream *s, const kb_kernels *kk) {
     if (s->n <= pg->n) return;
     pages_reserve(pg, (s->n + pg->p - 1) / pg->p);
-    kk->page_minmax(s, pg->n, s->n, pg->p, pg->kmax, pg->kmin);
+    kk->page_minmax(s, pg->n, s->n, pg->p, pg->kmax, pg->kmin, pg->cap);
     pg->n = s->n;
 }
 
@@ -37,6 +50,6 @@ void pages_truncate(kb_pages *pg, const kb_kvstream *s, int n, const kb_kernels 
     if (n >= pg->n) return;
     if (n < 0) n = 0;
     int start = (n / pg->p) * pg->p; /* first slot of the page holding slot n (or n-1's page) */
-    if (start < n) kk->page_minmax(s, start, n, pg->p, pg->kmax, pg->kmin);
+    if (start < n) kk->page_minmax(s, start, n, pg->p, pg->kmax, pg->kmin, pg->cap);
     pg->n = n;
 }

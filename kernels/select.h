@@ -31,11 +31,12 @@ void kb_ref_snapkv_scores(const float *Q, int nq, int ldq, int G, const int32_t 
                           const kb_kvstream *s, int n, int n_prefix, float scale, float *out,
                           int ldo);
 void kb_ref_pool1d(const float *in, int n, int K, int mode, float *out);
-void kb_ref_page_minmax(const kb_kvstream *s, int from, int to, int p, float *kmax, float *kmin);
-void kb_ref_quest_scores(const float *q, int D, const float *kmax, const float *kmin, int npages,
+void kb_ref_page_minmax(const kb_kvstream *s, int from, int to, int p, float *kmax, float *kmin,
+                        int ld);
+void kb_ref_quest_scores(const float *q, int D, const float *kmax, const float *kmin, int ld, int npages,
                          float *out);
 void kb_ref_hybrid_scores(const float *q, int G, int D, int r, const float *kmax,
-                          const float *kmin, const kb_kvstream *s, int n, int p,
+                          const float *kmin, int ld, const kb_kvstream *s, int n, int p,
                           float *page_score, float *head_w, int32_t *dims);
 int kb_ref_topk(const float *x, int n, int k, int32_t *idx);
 int kb_ref_topk_pages(const float *page_score, int n, int p, int k, int32_t *idx);
@@ -47,11 +48,12 @@ void kb_cpu_snapkv_scores(const float *Q, int nq, int ldq, int G, const int32_t 
                           const kb_kvstream *s, int n, int n_prefix, float scale, float *out,
                           int ldo);
 void kb_cpu_pool1d(const float *in, int n, int K, int mode, float *out);
-void kb_cpu_page_minmax(const kb_kvstream *s, int from, int to, int p, float *kmax, float *kmin);
-void kb_cpu_quest_scores(const float *q, int D, const float *kmax, const float *kmin, int npages,
+void kb_cpu_page_minmax(const kb_kvstream *s, int from, int to, int p, float *kmax, float *kmin,
+                        int ld);
+void kb_cpu_quest_scores(const float *q, int D, const float *kmax, const float *kmin, int ld, int npages,
                          float *out);
 void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const float *kmax,
-                          const float *kmin, const kb_kvstream *s, int n, int p,
+                          const float *kmin, int ld, const kb_kvstream *s, int n, int p,
                           float *page_score, float *head_w, int32_t *dims);
 int kb_cpu_topk(const float *x, int n, int k, int32_t *idx);
 int kb_cpu_topk_pages(const float *page_score, int n, int p, int k, int32_t *idx);
@@ -79,8 +81,8 @@ typedef struct kb_pages {
     int D;       /* head dim */
     int n;       /* slots summarized so far */
     int cap;     /* pages allocated */
-    float *kmax; /* [cap][D] per-dim max of K over the page's slots */
-    float *kmin; /* [cap][D] per-dim min */
+    float *kmax; /* [D][cap] per-dim max of K over the page's slots (dim-major) */
+    float *kmin; /* [D][cap] per-dim min */
 } kb_pages;
 
 void pages_init(kb_pages *pg, int p, int D);

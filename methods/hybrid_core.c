@@ -134,9 +134,10 @@ static void hy_select(void *p, int i, int worker) {
     const kb_kvstream *sg = &J->s[g];
     int n = sg->n, np = (n + h->p - 1) / h->p;
     const float *kmax = h->pg ? h->pg[g].kmax : NULL, *kmin = h->pg ? h->pg[g].kmin : NULL;
+    int ldk = h->pg ? h->pg[g].cap : 0;
     float *ps = h->ps + (size_t)i * h->cap;
     float *hw = h->reallocate_mean_v ? h->hw + (size_t)i * h->G * h->cap : NULL;
-    J->kk->hybrid_scores(J->q + (size_t)h0 * h->D, nh, h->D, h->r, kmax, kmin, sg, n, h->p, ps, hw,
+    J->kk->hybrid_scores(J->q + (size_t)h0 * h->D, nh, h->D, h->r, kmax, kmin, ldk, sg, n, h->p, ps, hw,
                          h->dims + (size_t)i * h->r);
     if (h->group_sum && nh > 1)
         for (int P = 0; P < np; P++) ps[P] *= (float)nh;

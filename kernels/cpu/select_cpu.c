@@ -101,10 +101,11 @@ static int cmp_i32(const void *a, const void *b) {
  * fewer, or thr is not a finite number above -inf, the plain quickselect
  * over all n runs. The set returned is the same either way. */
 static void top_m(const float *x, int n, int m, int32_t *w) {
-    enum { SAMPLE = 256 };
-    if (n >= 4 * SAMPLE && m <= n / 8) {
-        float smp[SAMPLE];
-        int32_t si[SAMPLE];
+    enum { SAMPLE_MAX = 256 };
+    if (n >= 256 && m <= n / 8) {
+        const int SAMPLE = n >= 4 * SAMPLE_MAX ? SAMPLE_MAX : n / 4;
+        float smp[SAMPLE_MAX];
+        int32_t si[SAMPLE_MAX];
         long step = n / SAMPLE;
         for (int i = 0; i < SAMPLE; i++) {
             smp[i] = x[i * step];
@@ -302,34 +303,62 @@ void kb_cpu_pool1d(const float *in, int n, int K, int mode, float *out) {
 
 /* ---- page min/max ---- */
 
-void kb_cpu_page_minmax(const kb_kvstream *s, int from, int to, int p, float *kmax, float *kmin) {
+void kb_cpu_page_minmax(const kb_kvstream *s, int from, int to, int p, float *kmax, float *kmin,
+                        int ld) {
     int D = s->D;
-    float *row = KB_MALLOC((size_t)D * sizeof(float));
-    for (int j = from; j < to; j++) {
-        simd_cvt_row(s->dtype, kvstream_krow(s, j), row, D);
-        float *mx = kmax + (size_t)(j / p) * D, *mn = kmin + (size_t)(j / p) * D;
-        if (j % p == 0) {
-            memcpy(mx, row, (size_t)D * sizeof(float));
-            memcpy(mn, row, (size_t)D * sizeof(float));
+    float *buf = KB_MALLOC(3 * (size_t)D * sizeof(float)), *row = buf, *mx = buf + D, *mn = buf + 2 * D;
+    for (int j = from; j < to;) {
+        size_t P = (size_t)(j / p);
+        int end = (int)KB_MIN((long)to, (long)(P + 1) * p);
+        if (j % p == 0) { /* the page restarts at its first slot */
+            simd_cvt_row(s->dtype, kvstream_krow(s, j), mx, D);
+            memcpy(mn, mx, (size_t)D * sizeof(float));
+            j++;
         } else {
+            for (int d = 0; d < D; d++) {
+                mx[d] = kmax[(size_t)d * ld + P];
+                mn[d] = kmin[(size_t)d * ld + P];
+            }
+        }
+        for (; j < end; j++) {
+            simd_cvt_row(s->dtype, kvstream_krow(s, j), row, D);
             for (int d = 0; d < D; d++) {
                 mx[d] = row[d] > mx[d] ? row[d] : mx[d];
                 mn[d] = row[d] < mn[d] ? row[d] : mn[d];
             }
         }
+        for (int d = 0; d < D; d++) {
+            kmax[(size_t)d * ld + P] = mx[d];
+            kmin[(size_t)d * ld + P] = mn[d];
+        }
     }
-    free(row);
+    free(buf);
 }
 
 /* ---- QUEST page bound ---- */
 
-void kb_cpu_quest_scores(const float *q, int D, const float *kmax, const float *kmin, int npages,
+/* Dim-major summaries: 16 pages per vector, dims accumulated in ascending
+ * order in every lane (equal pages give equal bounds). */
+void kb_cpu_quest_scores(const float *q, int D, const float *kmax, const float *kmin, int ld, int npages,
                          float *out) {
-    for (int P = 0; P < npages; P++) {
-        const float *mx = kmax + (size_t)P * D, *mn = kmin + (size_t)P * D;
+    int P = 0;
+#if defined(__AVX512F__)
+    for (; P < npages; P += 16) {
+        __mmask16 m = npages - P >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (npages - P)) - 1);
+        __m512 acc = _mm512_setzero_ps();
+        for (int d = 0; d < D; d++) {
+            __m512 qd = _mm512_set1_ps(q[d]);
+            __m512 a = _mm512_mul_ps(qd, _mm512_maskz_loadu_ps(m, kmax + (size_t)d * ld + P));
+            __m512 b = _mm512_mul_ps(qd, _mm512_maskz_loadu_ps(m, kmin + (size_t)d * ld + P));
+            acc = _mm512_add_ps(acc, _mm512_max_ps(a, b));
+        }
+        _mm512_mask_storeu_ps(out + P, m, acc);
+    }
+#endif
+    for (; P < npages; P++) {
         float acc = 0;
         for (int d = 0; d < D; d++) {
-            float a = q[d] * mx[d], b = q[d] * mn[d];
+            float a = q[d] * kmax[(size_t)d * ld + P], b = q[d] * kmin[(size_t)d * ld + P];
             acc += a > b ? a : b;
         }
         out[P] = acc;
@@ -337,64 +366,64 @@ void kb_cpu_quest_scores(const float *q, int D, const float *kmax, const float *
 }
 
 /* Top-r of D double keys (higher first, ties to the lower index), ascending
- * output: a sorted insertion list, O(D·r) with D a head dim (<= 256). */
+ * output: dim d is chosen when fewer than r keys rank before it (greater,
+ * or equal with a lower index); O(D^2) compares, vectorised, with D a head
+ * dim. Keys must not be NaN (the caller maps NaN to -inf). */
 static void topk_small_double(const double *key, int D, int r, int32_t *out) {
     int c = 0;
-    for (int d = 0; d < D; d++) {
-        if (c == r && !(key[d] > key[out[c - 1]])) continue; /* equal: the earlier index stays */
-        int t = c < r ? c++ : r - 1;
-        while (t > 0 && key[d] > key[out[t - 1]]) {
-            out[t] = out[t - 1];
-            t--;
-        }
-        out[t] = d;
+    if (r >= D) {
+        for (int d = 0; d < D; d++) out[d] = d;
+        return;
     }
-    /* ascending index order */
-    for (int i = 1; i < c; i++) {
-        int32_t v = out[i];
-        int j = i;
-        while (j > 0 && out[j - 1] > v) {
-            out[j] = out[j - 1];
-            j--;
+    for (int d = 0; d < D && c < r; d++) {
+        double kd = key[d];
+        int rank = 0, e = 0;
+#if defined(__AVX512F__)
+        __m512d vk = _mm512_set1_pd(kd);
+        for (; e + 8 <= D; e += 8) {
+            __m512d ke = _mm512_loadu_pd(key + e);
+            __mmask8 gt = _mm512_cmp_pd_mask(ke, vk, _CMP_GT_OQ);
+            __mmask8 eq = _mm512_cmp_pd_mask(ke, vk, _CMP_EQ_OQ);
+            __mmask8 low = e + 8 <= d ? (__mmask8)0xff : d > e ? (__mmask8)((1u << (d - e)) - 1) : 0;
+            rank += __builtin_popcount((unsigned)(gt | (eq & low)));
         }
-        out[j] = v;
+#endif
+        for (; e < D; e++) rank += key[e] > kd || (key[e] == kd && e < d);
+        if (rank < r) out[c++] = d;
     }
 }
 
 /* ---- hybrid approximate scores ---- */
 
 #if defined(__AVX512F__)
-/* Page scores for p > 1 as one dense dot per page: qmx[g] holds q_g on the
- * chosen dims whose group sign is +, 0 elsewhere; qmn[g] likewise for sign
- * -; score = qmx . Kmax_P + qmn . Kmin_P (the zero lanes add exact zeros,
- * so this is the sum over the chosen dims of q_i times the summary the sign
- * picks). 16 pages at a time, reduced together (simd_hsum16x16: equal pages
- * give equal scores). Reads whole summary rows; the accounting counts the
- * r dims the definition needs. D % 16 == 0. */
-static void hyb_pages512(const float *qmx, const float *qmn, int G, int D, const float *kmax,
-                         const float *kmin, int np, float *sc, size_t ld) {
-    int DV = D / 16;
-    for (int P0 = 0; P0 < np; P0 += 16) {
-        int nr = np - P0 < 16 ? np - P0 : 16;
-        if (P0 + 64 < np) {
-            _mm_prefetch((const char *)(kmax + (size_t)(P0 + 64) * D), _MM_HINT_T0);
-            _mm_prefetch((const char *)(kmin + (size_t)(P0 + 64) * D), _MM_HINT_T0);
+/* Page scores for p > 1 from dim-major summaries: for each chosen dim d
+ * (ascending), the row of Kmax (group sign +) or Kmin (sign -) is read
+ * contiguously, 32 pages per step, and q_g,d times it is added to each
+ * head's lane-wise accumulator: only the r rows the definition needs are
+ * read, and equal pages give equal scores. G <= 8. */
+static void hyb_pages512(const float *q, int G, int D, const int32_t *dims, int r, const char *pos,
+                         const float *kmax, const float *kmin, int ld, int np, float *sc, size_t lds) {
+    for (int P0 = 0; P0 < np; P0 += 32) {
+        int nr = np - P0;
+        __mmask16 m0 = nr >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nr) - 1);
+        __mmask16 m1 = nr >= 32 ? (__mmask16)0xffff : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+        __m512 acc[8][2];
+        for (int g = 0; g < 8; g++) acc[g][0] = acc[g][1] = _mm512_setzero_ps();
+        for (int t = 0; t < r; t++) {
+            int d = dims[t];
+            const float *row = (pos[d] ? kmax : kmin) + (size_t)d * ld + P0;
+            __m512 v0 = _mm512_maskz_loadu_ps(m0, row), v1 = _mm512_maskz_loadu_ps(m1, row + 16);
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++) {
+                if (g >= G) break;
+                __m512 qd = _mm512_set1_ps(q[(size_t)g * D + d]);
+                acc[g][0] = _mm512_fmadd_ps(qd, v0, acc[g][0]);
+                acc[g][1] = _mm512_fmadd_ps(qd, v1, acc[g][1]);
+            }
         }
         for (int g = 0; g < G; g++) {
-            const float *a = qmx + (size_t)g * D, *b = qmn + (size_t)g * D;
-            __m512 d[16];
-            for (int r = 0; r < 16; r++) {
-                size_t P = (size_t)(P0 + (r < nr ? r : nr - 1));
-                const float *mx = kmax + P * D, *mn = kmin + P * D;
-                __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(a), _mm512_loadu_ps(mx));
-                acc = _mm512_fmadd_ps(_mm512_loadu_ps(b), _mm512_loadu_ps(mn), acc);
-                for (int t = 1; t < DV; t++) {
-                    acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + 16 * t), _mm512_loadu_ps(mx + 16 * t), acc);
-                    acc = _mm512_fmadd_ps(_mm512_loadu_ps(b + 16 * t), _mm512_loadu_ps(mn + 16 * t), acc);
-                }
-                d[r] = acc;
-            }
-            _mm512_mask_storeu_ps(sc + (size_t)g * ld + P0, (__mmask16)((1u << nr) - 1), simd_hsum16x16(d));
+            _mm512_mask_storeu_ps(sc + (size_t)g * lds + P0, m0, acc[g][0]);
+            _mm512_mask_storeu_ps(sc + (size_t)g * lds + P0 + 16, m1, acc[g][1]);
         }
     }
 }
@@ -436,7 +465,7 @@ static void hyb_slots512(const float *q, int G, int D, const int32_t *dims, int 
 #endif
 
 void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const float *kmax,
-                          const float *kmin, const kb_kvstream *s, int n, int p,
+                          const float *kmin, int ldk, const kb_kvstream *s, int n, int p,
                           float *page_score, float *head_w, int32_t *dims_out) {
     if (r > D) r = D;
     if (r < 1) r = 1;
@@ -445,20 +474,19 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const float *kmax
     static _Thread_local void *buf;
     static _Thread_local size_t bcap;
     size_t ld = (size_t)pad16(np);
-    size_t need = (size_t)D * (sizeof(double) + sizeof(int32_t) + 1) + 2 * (size_t)G * D * sizeof(float) +
-                  (size_t)G * ld * sizeof(float) + 2 * (size_t)r * sizeof(float) + 256;
+    size_t need = (size_t)D * (sizeof(double) + sizeof(int32_t) + 1) + (size_t)G * r * sizeof(float) +
+                  (size_t)G * ld * sizeof(float) + (size_t)r * sizeof(float) + 256;
     if (need > bcap) {
         free(buf);
         bcap = need + need / 2;
         buf = KB_MALLOC(bcap);
     }
     double *absum = buf;
-    float *sc = (float *)(void *)(absum + D);           /* [G][ld] */
-    float *qmx = sc + (size_t)G * ld, *qmn = qmx + (size_t)G * D; /* [G][D] each */
-    float *vals = qmn + (size_t)G * D, *qI = vals + r;   /* [r] (scalar path) */
-    int32_t *dims = (int32_t *)(void *)(qI + r);
+    float *sc = (float *)(void *)(absum + D); /* [G][ld] */
+    float *qr = sc + (size_t)G * ld;          /* [G][r] (scalar path) */
+    float *vals = qr + (size_t)G * r;         /* [r] (scalar path) */
+    int32_t *dims = (int32_t *)(void *)(vals + r);
     char *pos = (char *)(dims + D);
-    (void)qI;
     for (int d = 0; d < D; d++) {
         /* in double, sums of a few floats are exact: dims are ranked by the
          * exact mean |q| and the sign is the exact sign of the sum, so neither
@@ -468,26 +496,18 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const float *kmax
             a += fabs((double)q[(size_t)g * D + d]);
             sum += q[(size_t)g * D + d];
         }
-        absum[d] = a;
+        absum[d] = a == a ? a : -INFINITY; /* NaN ranks last, as in the reference */
         pos[d] = sum > 0;
     }
     topk_small_double(absum, D, r, dims);
 #if defined(__AVX512F__)
-    int fast = D % 16 == 0 && G <= 64;
-    if (fast && p > 1) {
-        memset(qmx, 0, 2 * (size_t)G * D * sizeof(float));
-        for (int g = 0; g < G; g++)
-            for (int t = 0; t < r; t++) {
-                int d = dims[t];
-                (pos[d] ? qmx : qmn)[(size_t)g * D + d] = q[(size_t)g * D + d];
-            }
-        hyb_pages512(qmx, qmn, G, D, kmax, kmin, np, sc, ld);
-    } else if (fast && p == 1 && G <= 64) {
+    if (p > 1 && G <= 8) {
+        hyb_pages512(q, G, D, dims, r, pos, kmax, kmin, ldk, np, sc, ld);
+    } else if (p == 1 && D % 16 == 0 && G <= 64) {
         hyb_slots512(q, G, D, dims, r, s, n, sc, ld);
     } else
 #endif
     {
-        float *qr = qmx; /* [G][r] */
         for (int g = 0; g < G; g++)
             for (int t = 0; t < r; t++) qr[(size_t)g * r + t] = q[(size_t)g * D + dims[t]];
         for (int P = 0; P < np; P++) {
@@ -502,8 +522,10 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const float *kmax
                         vals[t] = s->dtype == KB_F16 ? kb_f16_to_f32(kr[dims[t]]) : kb_bf16_to_f32(kr[dims[t]]);
                 }
             } else {
-                const float *mx = kmax + (size_t)P * D, *mn = kmin + (size_t)P * D;
-                for (int t = 0; t < r; t++) vals[t] = pos[dims[t]] ? mx[dims[t]] : mn[dims[t]];
+                for (int t = 0; t < r; t++) {
+                    size_t e = (size_t)dims[t] * ldk + P;
+                    vals[t] = pos[dims[t]] ? kmax[e] : kmin[e];
+                }
             }
             for (int g = 0; g < G; g++) sc[(size_t)g * ld + P] = simd_dot(qr + (size_t)g * r, vals, r);
         }
@@ -530,7 +552,12 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const float *kmax
             x[P] /= tau;
             mx = x[P] > mx ? x[P] : mx;
         }
-        for (P = 0; P < np; P++) x[P] -= mx;
+        P = 0;
+#if defined(__AVX512F__)
+        for (__m512 vm = _mm512_set1_ps(mx); P + 16 <= np; P += 16)
+            _mm512_storeu_ps(x + P, _mm512_sub_ps(_mm512_loadu_ps(x + P), vm));
+#endif
+        for (; P < np; P++) x[P] -= mx;
         exp_uniform(x, np);
         /* every page but the last holds p slots: sum = p * sum(x[<last]) + cnt * x[last] */
         double sum = 0;

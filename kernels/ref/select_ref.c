@@ -107,18 +107,20 @@ void kb_ref_pool1d(const float *in, int n, int K, int mode, float *out) {
 
 /* ---- page min/max ---- */
 
-void kb_ref_page_minmax(const kb_kvstream *s, int from, int to, int p, float *kmax, float *kmin) {
+void kb_ref_page_minmax(const kb_kvstream *s, int from, int to, int p, float *kmax, float *kmin,
+                        int ld) {
     int D = s->D;
     float *kr = KB_MALLOC((size_t)D * sizeof(float));
     for (int j = from; j < to; j++) {
         kvstream_get_f32(s, j, kr, NULL);
-        float *mx = kmax + (size_t)(j / p) * D, *mn = kmin + (size_t)(j / p) * D;
+        size_t P = (size_t)(j / p);
         for (int d = 0; d < D; d++) {
+            float *mx = &kmax[(size_t)d * ld + P], *mn = &kmin[(size_t)d * ld + P];
             if (j % p == 0) {
-                mx[d] = mn[d] = kr[d];
+                *mx = *mn = kr[d];
             } else {
-                if (kr[d] > mx[d]) mx[d] = kr[d];
-                if (kr[d] < mn[d]) mn[d] = kr[d];
+                if (kr[d] > *mx) *mx = kr[d];
+                if (kr[d] < *mn) *mn = kr[d];
             }
         }
     }
@@ -127,13 +129,13 @@ void kb_ref_page_minmax(const kb_kvstream *s, int from, int to, int p, float *km
 
 /* ---- QUEST page bound ---- */
 
-void kb_ref_quest_scores(const float *q, int D, const float *kmax, const float *kmin, int npages,
+void kb_ref_quest_scores(const float *q, int D, const float *kmax, const float *kmin, int ld, int npages,
                          float *out) {
     for (int P = 0; P < npages; P++) {
         double acc = 0;
         for (int d = 0; d < D; d++) {
-            double a = (double)q[d] * kmax[(size_t)P * D + d];
-            double b = (double)q[d] * kmin[(size_t)P * D + d];
+            double a = (double)q[d] * kmax[(size_t)d * ld + P];
+            double b = (double)q[d] * kmin[(size_t)d * ld + P];
             acc += a > b ? a : b;
         }
         out[P] = (float)acc;
@@ -182,7 +184,7 @@ float kb_hybrid_temperature(const float *q, int D, const int32_t *dims, int r) {
 }
 
 void kb_ref_hybrid_scores(const float *q, int G, int D, int r, const float *kmax,
-                          const float *kmin, const kb_kvstream *s, int n, int p,
+                          const float *kmin, int ld, const kb_kvstream *s, int n, int p,
                           float *page_score, float *head_w, int32_t *dims_out) {
     if (r > D) r = D;
     if (r < 1) r = 1;
@@ -207,18 +209,12 @@ void kb_ref_hybrid_scores(const float *q, int G, int D, int r, const float *kmax
     for (int g = 0; g < G; g++) {
         const float *qg = q + (size_t)g * D;
         for (int P = 0; P < npages; P++) {
-            const float *mx, *mn;
-            if (p == 1) {
-                kvstream_get_f32(s, P, kr, NULL);
-                mx = mn = kr;
-            } else {
-                mx = kmax + (size_t)P * D;
-                mn = kmin + (size_t)P * D;
-            }
+            if (p == 1) kvstream_get_f32(s, P, kr, NULL);
             double acc = 0;
             for (int t = 0; t < r; t++) {
                 int d = dims[t];
-                acc += (double)qg[d] * (pos_sign[d] ? mx[d] : mn[d]);
+                double kv = p == 1 ? kr[d] : pos_sign[d] ? kmax[(size_t)d * ld + P] : kmin[(size_t)d * ld + P];
+                acc += (double)qg[d] * kv;
             }
             pg[P] = acc;
         }

@@ -201,8 +201,8 @@ static void test_pages(void) {
                     mx = kr[d] > mx ? kr[d] : mx;
                     mn = kr[d] < mn ? kr[d] : mn;
                 }
-                ok &= inc.kmax[P * D + d] == mx && inc.kmin[P * D + d] == mn;
-                ok &= full.kmax[P * D + d] == mx && full.kmin[P * D + d] == mn;
+                ok &= inc.kmax[d * inc.cap + P] == mx && inc.kmin[d * inc.cap + P] == mn;
+                ok &= full.kmax[d * full.cap + P] == mx && full.kmin[d * full.cap + P] == mn;
             }
         CHECK_MSG(ok, "pages p=%d n=%d", p, n);
         /* QUEST: the page bound is >= every true score q.k in its page */
@@ -210,8 +210,8 @@ static void test_pages(void) {
         for (int d = 0; d < D; d++) q[d] = nrand();
         float *b1 = malloc((size_t)pages_count(&inc) * sizeof(float));
         float *b2 = malloc((size_t)pages_count(&inc) * sizeof(float));
-        kb_ref_quest_scores(q, D, inc.kmax, inc.kmin, pages_count(&inc), b1);
-        kb_cpu_quest_scores(q, D, inc.kmax, inc.kmin, pages_count(&inc), b2);
+        kb_ref_quest_scores(q, D, inc.kmax, inc.kmin, inc.cap, pages_count(&inc), b1);
+        kb_cpu_quest_scores(q, D, inc.kmax, inc.kmin, inc.cap, pages_count(&inc), b2);
         for (int j = 0; j < n; j++) {
             kvstream_get_f32(&s, j, kr, NULL);
             double dot = 0;
@@ -230,8 +230,11 @@ static void test_pages(void) {
 }
 
 static void test_hybrid_scores(void) {
-    for (int trial = 0; trial < 60; trial++) {
-        int D = 16 * (1 + trial % 4), G = 1 + trial % 4, p = 1 + trial % 4;
+    for (int trial = 0; trial < 80; trial++) {
+        /* G 8 is the widest vector path, G 9 the portable one; D 40 is not a
+         * multiple of the vector width */
+        int D = trial % 7 == 6 ? 40 : 16 * (1 + trial % 4), p = 1 + trial % 4;
+        int G = trial % 10 == 9 ? 9 : trial % 10 == 8 ? 8 : 1 + trial % 4;
         int n = 1 + (int)(urand() * 300), r = 1 + (int)(urand() * D);
         kb_kvstream s;
         fill_stream(&s, n, D, KB_F16);
@@ -245,8 +248,8 @@ static void test_hybrid_scores(void) {
         float *a = malloc((size_t)np * sizeof(float)), *b = malloc((size_t)np * sizeof(float));
         float *wa = malloc((size_t)G * np * sizeof(float)), *wb = malloc((size_t)G * np * sizeof(float));
         int32_t da[128], db[128];
-        kb_ref_hybrid_scores(q, G, D, r, pg.kmax, pg.kmin, &s, n, p, a, wa, da);
-        kb_cpu_hybrid_scores(q, G, D, r, pg.kmax, pg.kmin, &s, n, p, b, wb, db);
+        kb_ref_hybrid_scores(q, G, D, r, pg.kmax, pg.kmin, pg.cap, &s, n, p, a, wa, da);
+        kb_cpu_hybrid_scores(q, G, D, r, pg.kmax, pg.kmin, pg.cap, &s, n, p, b, wb, db);
         CHECK_MSG(same_idx(da, r, db, r), "dims D=%d r=%d", D, r);
         double mass = 0;
         for (int P = 0; P < np; P++) {
