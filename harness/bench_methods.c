@@ -29,6 +29,7 @@
  * N_new = decode_tokens, so S = L + 1 + decode_tokens and RocketKV ends the
  * timed decode holding exactly its accountant's T tokens per KV head (when
  * L >= its prompt budget), which the child checks. */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <getopt.h>
@@ -520,7 +521,37 @@ static void remove_snapshots(const char *dir, const int *ctx, int nctx) {
     rmdir(dir);
 }
 
+/* Removes the snapshot directories a killed run left in dir (their owner
+ * process is gone). */
+static void clean_stale_snapshots(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *pre = ".kvbench-prefill.";
+        if (strncmp(e->d_name, pre, strlen(pre))) continue;
+        long pid = atol(e->d_name + strlen(pre));
+        if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char sub[1200];
+        snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
+        DIR *sd = opendir(sub);
+        if (sd) {
+            struct dirent *f;
+            while ((f = readdir(sd))) {
+                if (f->d_name[0] == '.') continue;
+                char path[2400];
+                snprintf(path, sizeof path, "%s/%s", sub, f->d_name);
+                remove(path);
+            }
+            closedir(sd);
+        }
+        rmdir(sub);
+    }
+    closedir(d);
+}
+
 int bench_latency(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_err *err) {
+    if (o->out_dir) clean_stale_snapshots(o->out_dir);
     int ctx[KB_LAT_MAX_CTX], nctx = 0;
     for (int i = 0; i < o->n_contexts; i++) {
         int dup = 0;

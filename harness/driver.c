@@ -25,6 +25,7 @@
 
 #include "datasets/dataset.h"
 #include "harness/atomic.h"
+#include "harness/bench.h"
 #include "harness/cli.h"
 #include "harness/config.h"
 #include "harness/engine/model.h"
@@ -692,6 +693,45 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
         tokens_free(&sp.first);
     }
     progress_end(&pg);
+    /* the latency part (harness/bench_methods.c): after every accuracy cell,
+     * in shard 0 only; a resumed run keeps a complete latency.csv */
+    if (!rc && cfg.latency.enabled && (o->shard_n <= 1 || o->shard_i == 0)) {
+        char lpath[1200];
+        snprintf(lpath, sizeof lpath, "%s/latency.csv", out);
+        int nctx = 0;
+        for (int i = 0; i < cfg.latency.n_contexts; i++) {
+            int dup = 0;
+            for (int k = 0; k < i; k++) dup |= cfg.latency.contexts[k] == cfg.latency.contexts[i];
+            nctx += !dup;
+        }
+        int complete = 0;
+        if (o->resume && file_exists(lpath)) {
+            kb_table lt;
+            kb_err e3 = {0};
+            if (!table_read_csv(lpath, kb_latency_cols, kb_latency_ncols, &lt, &e3)) {
+                complete = lt.nrow == nctx * cfg.n_cells;
+                table_free(&lt);
+            }
+        }
+        if (!complete) {
+            kb_lat_opts lo;
+            memset(&lo, 0, sizeof lo);
+            lo.cmd = "sweep";
+            lo.model = model_spec;
+            memcpy(lo.contexts, cfg.latency.contexts, sizeof lo.contexts);
+            lo.n_contexts = cfg.latency.n_contexts;
+            lo.decode_tokens = cfg.latency.decode_tokens;
+            lo.reps = cfg.latency.reps;
+            lo.kv = cfg.kv_dtype;
+            lo.threads = threads;
+            lo.fill = KB_FILL_AUTO;
+            lo.out_dir = out;
+            fprintf(stderr, "kvbench sweep: latency part: %d cells x %d contexts\n", cfg.n_cells, nctx);
+            rc = bench_latency(&lo, cfg.cells, cfg.n_cells, err);
+            if (interrupted) rc = 130;
+            else if (rc) kb_err_prefix(err, "latency part");
+        }
+    }
     sigaction(SIGINT, &old, NULL);
     if (rc == 130) kb_fail(err, 130, "interrupted: %d rows kept in %s; continue with --resume",
                            d.rows.nrow, d.samples_path);
@@ -707,7 +747,9 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
             *err = e2;
             rc = wrc;
         }
-        if (!rc) fprintf(stderr, "kvbench sweep: wrote %s/{samples.csv,summary.csv,run.json}\n", out);
+        if (!rc)
+            fprintf(stderr, "kvbench sweep: wrote %s/{samples.csv,summary.csv,%srun.json}\n", out,
+                    cfg.latency.enabled && (o->shard_n <= 1 || o->shard_i == 0) ? "latency.csv," : "");
     }
     forward_free(d.f);
     prefill_free(&d.pf);

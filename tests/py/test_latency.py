@@ -1,0 +1,131 @@
+"""`kvbench bench methods` and the sweep's latency part: latency.csv's rows and
+the columns that are not timings, checked against values computed here from
+the definitions (methods.md §1.1 for RocketKV's T, the KV cache geometry for
+bytes), never against the code's own output. Timings are only checked to be
+positive: speed is a benchmark, not a test.
+"""
+import csv
+import json
+import math
+import subprocess
+
+import pytest
+
+SMOL = {"layers": 30, "hkv": 3, "d": 64}  # synthetic:smollm2-135m
+
+
+def read(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def rocket_T(S, B, N):
+    """methods.md §1.1, written independently of methods/budget.c."""
+    c = max(1.0, S / B)
+    alpha = min(0.2 + 0.06 * math.log2(c), 0.8)
+    T = int(S / c ** alpha)
+    return max(T, min(2 * N, S))
+
+
+def bench(kvbench_bin, *args, timeout=300):
+    return subprocess.run([kvbench_bin, "bench", "methods", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_bench_methods_table(kvbench_bin, tmp_path):
+    out = tmp_path / "lat"
+    N = 4
+    p = bench(kvbench_bin, "-m", "synthetic:smollm2-135m", "--contexts", "600,300",
+              "--budgets", "64,128", "--methods", "full,rocketkv,quest", "--decode-tokens", N,
+              "--reps", 1, "--out", out)
+    assert p.returncode == 0, p.stderr
+    rows = read(out / "latency.csv")
+    # full once + 2 methods x 2 budgets, per context
+    assert len(rows) == 2 * 5
+    assert {(r["label"], r["budget"], r["context"]) for r in rows} == {
+        (m, b, c) for c in ("300", "600")
+        for m, b in [("full", ""), ("rocketkv", "64"), ("rocketkv", "128"), ("quest", "64"),
+                     ("quest", "128")]}
+    row_bytes = SMOL["layers"] * SMOL["hkv"] * SMOL["d"] * 2 * 2  # K and V, f16, all layers
+    for r in rows:
+        L = int(r["context"])
+        for k in ("decode_ms_per_token", "attn_ms_per_token", "gbps", "read_bw_gbps"):
+            assert float(r[k]) > 0, k
+        assert float(r["select_ms_per_token"]) >= 0
+        assert int(r["peak_rss_bytes"]) > int(r["kv_bytes_resident"]) > 0
+        assert float(r["bytes_read_per_step"]) == pytest.approx(
+            float(r["weight_bytes_per_step"]) + float(r["kv_bytes_read_per_step"]))
+        if r["label"] == "full":
+            assert float(r["speedup_vs_full"]) == 1.0
+            # every token of the prompt and the decode is resident at the end
+            assert float(r["tokens_resident"]) == L + N
+            assert int(r["kv_bytes_resident"]) == (L + N) * row_bytes
+            # step s (0-based) attends L + s + 1 tokens: the mean over the steps
+            mean_tokens = sum(L + s + 1 for s in range(N)) / N
+            assert float(r["kv_bytes_read_per_step"]) == pytest.approx(mean_tokens * row_bytes)
+        if r["label"] == "rocketkv":
+            B = int(r["budget"])
+            T = rocket_T(L + 1 + N, B, N)
+            assert int(r["accountant_T"]) == T
+            assert float(r["tokens_resident"]) == min(L, T - N) + N
+            assert float(r["kv_bytes_read_per_step"]) < float(
+                next(x for x in rows if x["label"] == "full" and x["context"] == r["context"])
+                ["kv_bytes_read_per_step"])
+    run = json.loads((out / "run.json").read_text())
+    assert run["kind"] == "bench_methods" and run["status"] == "done"
+    assert run["read_bandwidth_gbps"] > 0 and run["contexts"] == [600, 300]
+
+
+def test_bench_methods_errors(kvbench_bin, tmp_path):
+    cases = [
+        (["--contexts", "0"], "contexts"),
+        (["--contexts", "abc"], "contexts"),
+        (["--budgets", "-5"], "budgets"),
+        (["--methods", "nosuch"], "unknown method 'nosuch'"),
+        (["--fill", "zeros"], "--fill"),
+        (["--kv", "f8"], "--kv"),
+        (["--reps", "0"], "reps"),
+        (["-m", "synthetic:smollm2-135m", "--contexts", "9000", "--methods", "full"],
+         "exceeds the model context"),
+        (["--methods", "rocketkv", "--budgets", "8", "-m", "synthetic:smollm2-135m"], "rocketkv"),
+    ]
+    for args, msg in cases:
+        out = tmp_path / "o"
+        p = bench(kvbench_bin, *args, "--out", out)
+        assert p.returncode == 2, (args, p.stderr)
+        assert msg in p.stderr, (args, p.stderr)
+        assert not (out / "latency.csv").exists()
+    # a sweep's directory is never overwritten by bench methods
+    sweep_dir = tmp_path / "sweep"
+    sweep_dir.mkdir()
+    (sweep_dir / "run.json").write_text(json.dumps({"kind": "sweep"}))
+    p = bench(kvbench_bin, "-m", "synthetic:smollm2-135m", "--contexts", "64", "--methods", "full",
+              "--out", sweep_dir)
+    assert p.returncode == 2 and "another kind of run" in p.stderr
+
+
+def test_sweep_latency_part(kvbench_bin, tiny_llama, tmp_path):
+    model = tiny_llama(n_ctx=2048)
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({
+        "name": "lat", "seed": 1,
+        "tasks": [{"task": "needle", "words": [60], "depths": [0.5], "per_cell": 1, "max_new": 4}],
+        "methods": ["full", "rocketkv"], "budgets": [32],
+        "latency": {"contexts": [256, 128], "decode_tokens": 3, "reps": 1}}))
+    out = tmp_path / "run"
+    p = subprocess.run([kvbench_bin, "sweep", str(cfg), "--out", str(out), "-m", model],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    rows = read(out / "latency.csv")
+    assert sorted((r["label"], r["context"]) for r in rows) == [
+        ("full", "128"), ("full", "256"), ("rocketkv", "128"), ("rocketkv", "256")]
+    assert all(r["fill"] == "prefill" for r in rows)
+    assert json.loads((out / "run.json").read_text())["status"] == "done"
+    assert not [f for f in out.iterdir() if f.name.startswith(".kvbench-prefill")]
+    # a resumed, finished run keeps its complete latency table
+    before = (out / "latency.csv").read_bytes()
+    p = subprocess.run([kvbench_bin, "sweep", str(cfg), "--out", str(out), "-m", model, "--resume"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert (out / "latency.csv").read_bytes() == before
+    assert "latency part" not in p.stderr
