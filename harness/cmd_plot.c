@@ -1,7 +1,8 @@
 /* cmd_plot.c - kvbench plot RUN_DIR: the run's figures with gnuplot, as PNG
  * and SVG in RUN_DIR/plots/ (data files next to them, scripts in plots/):
  *   accuracy_<task>   score vs token budget, one line per method (summary.csv)
- *   needle_<label>_B<budget>  depth x length heatmap per cell (samples.csv rows with a depth)
+ *   needle_<label>_B<budget>  depth x length heatmap per cell (the needle task's rows;
+ *                     drawn when they hold two lengths and two depths at least)
  *   speedup           decode speedup vs context per method and budget (latency.csv)
  *   ablation_kernel   score vs SnapKV++ pooling kernel (cells whose params set "kernel")
  *   ablation_alpha    score vs budget per stage-split exponent (cells whose params set "alpha")
@@ -222,12 +223,18 @@ static double heat_x(const kb_table *smp, int q) {
     return atof(len);
 }
 
+/* Rows of the needle/passkey task (the heatmaps' data: RULER's and SCBench's
+ * tasks have depths too, but a fixed length each). */
+static int heat_row(const kb_table *smp, int q) {
+    return *table_get(smp, q, "depth") && !strcmp(table_get(smp, q, "task"), "needle");
+}
+
 /* Mean measured context tokens of the rows in column x (tick labels). */
 static double heat_tokens(const kb_table *smp, const char *label, const char *budget, double x) {
     double sum = 0;
     int n = 0;
     for (int q = 0; q < smp->nrow; q++)
-        if (*table_get(smp, q, "depth") && !strcmp(table_get(smp, q, "label"), label) &&
+        if (heat_row(smp, q) && !strcmp(table_get(smp, q, "label"), label) &&
             !strcmp(table_get(smp, q, "budget"), budget) && fabs(heat_x(smp, q) - x) < 1e-9) {
             sum += atof(table_get(smp, q, "context_tokens"));
             n++;
@@ -237,28 +244,29 @@ static double heat_tokens(const kb_table *smp, const char *label, const char *bu
 
 static void heatmaps(plotctx *pc, const kb_table *smp) {
     for (int r = 0; r < smp->nrow; r++) {
-        if (!*table_get(smp, r, "depth")) continue;
+        if (!heat_row(smp, r)) continue;
         const char *label = table_get(smp, r, "label"), *budget = table_get(smp, r, "budget");
         int seen = 0;
         for (int q = 0; q < r && !seen; q++)
-            seen = *table_get(smp, q, "depth") && !strcmp(table_get(smp, q, "label"), label) &&
+            seen = heat_row(smp, q) && !strcmp(table_get(smp, q, "label"), label) &&
                    !strcmp(table_get(smp, q, "budget"), budget);
         if (seen) continue;
         double xs[256], ys[256];
         int nx = 0, ny = 0;
         for (int q = 0; q < smp->nrow; q++) {
-            if (!*table_get(smp, q, "depth") || strcmp(table_get(smp, q, "label"), label) ||
+            if (!heat_row(smp, q) || strcmp(table_get(smp, q, "label"), label) ||
                 strcmp(table_get(smp, q, "budget"), budget))
                 continue;
             if (nx < 255) dbl_index(xs, &nx, heat_x(smp, q));
             if (ny < 255) dbl_index(ys, &ny, atof(table_get(smp, q, "depth")));
         }
+        if (nx < 2 || ny < 2) continue; /* an image needs two lengths and two depths */
         qsort(xs, (size_t)nx, sizeof(double), cmp_dbl);
         qsort(ys, (size_t)ny, sizeof(double), cmp_dbl);
         double *sum = KB_CALLOC((size_t)nx * ny, sizeof(double));
         int *cnt = KB_CALLOC((size_t)nx * ny, sizeof(int));
         for (int q = 0; q < smp->nrow; q++) {
-            if (!*table_get(smp, q, "depth") || strcmp(table_get(smp, q, "label"), label) ||
+            if (!heat_row(smp, q) || strcmp(table_get(smp, q, "label"), label) ||
                 strcmp(table_get(smp, q, "budget"), budget))
                 continue;
             int xi = dbl_index(xs, &nx, heat_x(smp, q)), yi = dbl_index(ys, &ny, atof(table_get(smp, q, "depth")));

@@ -43,6 +43,18 @@ static inline float kb_bf16_to_f32(uint16_t h) {
 }
 uint16_t kb_f32_to_bf16(float f);
 
+/* Element i of an array of dtype t, as f32 / stored from f32 (rounded to
+ * nearest even; exact for a value that came from that dtype). */
+static inline float kb_elem_get(const void *b, kb_dtype t, size_t i) {
+    if (t == KB_F32) return ((const float *)b)[i];
+    uint16_t h = ((const uint16_t *)b)[i];
+    return t == KB_F16 ? kb_f16_to_f32(h) : kb_bf16_to_f32(h);
+}
+static inline void kb_elem_set(void *b, kb_dtype t, size_t i, float v) {
+    if (t == KB_F32) ((float *)b)[i] = v;
+    else ((uint16_t *)b)[i] = t == KB_F16 ? kb_f32_to_f16(v) : kb_f32_to_bf16(v);
+}
+
 /* Convert n elements between dtypes (f32 <-> f16/bf16). */
 void kb_convert_to_f32(kb_dtype src_t, const void *src, float *dst, size_t n);
 void kb_convert_from_f32(kb_dtype dst_t, const float *src, void *dst, size_t n);

@@ -52,15 +52,18 @@ typedef struct kb_kernels {
 
     /* Page min/max of the slots [from, to) of s, pages of p slots from slot 0:
      * slot j updates page j / p, and a slot with j % p == 0 restarts its page.
-     * kmax/kmin dim-major f32: dim d of page P at [d * ld + P] (ld >= npages),
-     * so an approximation that reads r dims reads r contiguous rows. */
-    void (*page_minmax)(const kb_kvstream *s, int from, int to, int p, float *kmax,
-                        float *kmin, int ld);
+     * kmax/kmin dim-major in the stream's dtype (a min or max of stored
+     * values is one of them: exact): dim d of page P at [d * ld + P]
+     * (ld >= npages), so an approximation that reads r dims reads r
+     * contiguous rows. */
+    void (*page_minmax)(const kb_kvstream *s, int from, int to, int p, void *kmax, void *kmin,
+                        int ld);
 
     /* QUEST page bound of one query head: out[P] = sum_i max(q_i Kmax_P,i,
-     * q_i Kmin_P,i) for P < npages (summaries dim-major, as page_minmax). */
-    void (*quest_scores)(const float *q, int D, const float *kmax, const float *kmin, int ld,
-                         int npages, float *out);
+     * q_i Kmin_P,i) for P < npages (summaries of dtype dt, dim-major, as
+     * page_minmax; ld a multiple of 32). */
+    void (*quest_scores)(const float *q, int D, const void *kmax, const void *kmin, kb_dtype dt,
+                         int ld, int npages, float *out);
 
     /* Hybrid approximate scores (methods.md §4 steps 2-7) of the G heads of
      * one group over n slots: top-r dims by mean |q|, group sign, page score,
@@ -68,10 +71,11 @@ typedef struct kb_kernels {
      * page_score[P] = the group score of each slot of page P (npages =
      * ceil(n/p)); head_w (optional, [G][npages]) = each head's softmax weight
      * of one slot of page P; dims (optional, [r]) = the chosen dims,
-     * ascending. kmax/kmin dim-major (as page_minmax, stride ld); p == 1
-     * reads K from s (kmax/kmin unused, may be NULL). */
-    void (*hybrid_scores)(const float *q, int G, int D, int r, const float *kmax,
-                          const float *kmin, int ld, const kb_kvstream *s, int n, int p,
+     * ascending. kmax/kmin as page_minmax wrote them for s (s's dtype,
+     * stride ld, a multiple of 32); p == 1 reads K from s (kmax/kmin
+     * unused, may be NULL). */
+    void (*hybrid_scores)(const float *q, int G, int D, int r, const void *kmax,
+                          const void *kmin, int ld, const kb_kvstream *s, int n, int p,
                           float *page_score, float *head_w, int32_t *dims);
 
     /* Top-k of x[0..n) in the deterministic order (higher first, ties to the

@@ -20,10 +20,10 @@ void pages_free(kb_pages *pg) {
 
 /* Dim-major rows of cap pages: growing moves every dim's row to its new
  * stride (amortized by doubling). */
-static float *relayout(float *old, int D, int oldcap, int npages, int nc) {
-    float *x = KB_MALLOC((size_t)nc * D * sizeof(float));
+static void *relayout(void *old, size_t esz, int D, int oldcap, int npages, int nc) {
+    char *x = KB_CALLOC((size_t)nc * D, esz); /* zeros past the pages: whole-vector loads */
     for (int d = 0; d < D && old; d++)
-        memcpy(x + (size_t)d * nc, old + (size_t)d * oldcap, (size_t)npages * sizeof(float));
+        memcpy(x + (size_t)d * nc * esz, (char *)old + (size_t)d * oldcap * esz, (size_t)npages * esz);
     free(old);
     return x;
 }
@@ -32,15 +32,17 @@ static void pages_reserve(kb_pages *pg, int npages) {
     if (npages <= pg->cap) return;
     int nc = pg->cap ? pg->cap : 16;
     while (nc < npages) nc *= 2;
-    nc = (nc + 15) & ~15; /* rows start 64-byte aligned relative to each other */
+    nc = (nc + 31) & ~31; /* kernels read 32 pages at a time, never past a row */
     int have = pages_count(pg);
-    pg->kmax = relayout(pg->kmax, pg->D, pg->cap, have, nc);
-    pg->kmin = relayout(pg->kmin, pg->D, pg->cap, have, nc);
+    size_t esz = kb_dtype_size(pg->dt);
+    pg->kmax = relayout(pg->kmax, esz, pg->D, pg->cap, have, nc);
+    pg->kmin = relayout(pg->kmin, esz, pg->D, pg->cap, have, nc);
     pg->cap = nc;
 }
 
 void pages_sync(kb_pages *pg, const kb_kvstream *s, const kb_kernels *kk) {
     if (s->n <= pg->n) return;
+    if (!pg->cap) pg->dt = s->dtype;
     pages_reserve(pg, (s->n + pg->p - 1) / pg->p);
     kk->page_minmax(s, pg->n, s->n, pg->p, pg->kmax, pg->kmin, pg->cap);
     pg->n = s->n;

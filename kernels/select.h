@@ -31,12 +31,13 @@ void kb_ref_snapkv_scores(const float *Q, int nq, int ldq, int G, const int32_t 
                           const kb_kvstream *s, int n, int n_prefix, float scale, float *out,
                           int ldo);
 void kb_ref_pool1d(const float *in, int n, int K, int mode, float *out);
-void kb_ref_page_minmax(const kb_kvstream *s, int from, int to, int p, float *kmax, float *kmin,
+void kb_ref_page_minmax(const kb_kvstream *s, int from, int to, int p, void *kmax, void *kmin,
                         int ld);
-void kb_ref_quest_scores(const float *q, int D, const float *kmax, const float *kmin, int ld, int npages,
+void kb_ref_quest_scores(const float *q, int D, const void *kmax, const void *kmin, kb_dtype dt, int ld,
+                         int npages,
                          float *out);
-void kb_ref_hybrid_scores(const float *q, int G, int D, int r, const float *kmax,
-                          const float *kmin, int ld, const kb_kvstream *s, int n, int p,
+void kb_ref_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
+                          const void *kmin, int ld, const kb_kvstream *s, int n, int p,
                           float *page_score, float *head_w, int32_t *dims);
 int kb_ref_topk(const float *x, int n, int k, int32_t *idx);
 int kb_ref_topk_pages(const float *page_score, int n, int p, int k, int32_t *idx);
@@ -48,12 +49,13 @@ void kb_cpu_snapkv_scores(const float *Q, int nq, int ldq, int G, const int32_t 
                           const kb_kvstream *s, int n, int n_prefix, float scale, float *out,
                           int ldo);
 void kb_cpu_pool1d(const float *in, int n, int K, int mode, float *out);
-void kb_cpu_page_minmax(const kb_kvstream *s, int from, int to, int p, float *kmax, float *kmin,
+void kb_cpu_page_minmax(const kb_kvstream *s, int from, int to, int p, void *kmax, void *kmin,
                         int ld);
-void kb_cpu_quest_scores(const float *q, int D, const float *kmax, const float *kmin, int ld, int npages,
+void kb_cpu_quest_scores(const float *q, int D, const void *kmax, const void *kmin, kb_dtype dt, int ld,
+                         int npages,
                          float *out);
-void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const float *kmax,
-                          const float *kmin, int ld, const kb_kvstream *s, int n, int p,
+void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
+                          const void *kmin, int ld, const kb_kvstream *s, int n, int p,
                           float *page_score, float *head_w, int32_t *dims);
 int kb_cpu_topk(const float *x, int n, int k, int32_t *idx);
 int kb_cpu_topk_pages(const float *page_score, int n, int p, int k, int32_t *idx);
@@ -80,9 +82,10 @@ typedef struct kb_pages {
     int p;       /* page size in slots (>= 1) */
     int D;       /* head dim */
     int n;       /* slots summarized so far */
-    int cap;     /* pages allocated */
-    float *kmax; /* [D][cap] per-dim max of K over the page's slots (dim-major) */
-    float *kmin; /* [D][cap] per-dim min */
+    int cap;     /* pages allocated (a multiple of 32) */
+    kb_dtype dt; /* element type: the stream's (set at the first sync) */
+    void *kmax;  /* [D][cap] per-dim max of K over the page's slots (dim-major) */
+    void *kmin;  /* [D][cap] per-dim min */
 } kb_pages;
 
 void pages_init(kb_pages *pg, int p, int D);
@@ -97,7 +100,7 @@ void pages_truncate(kb_pages *pg, const kb_kvstream *s, int n, const kb_kernels 
 static inline void pages_reset(kb_pages *pg) { pg->n = 0; }
 /* Bytes of the summaries in use. */
 static inline size_t pages_bytes(const kb_pages *pg) {
-    return 2 * (size_t)pages_count(pg) * (size_t)pg->D * sizeof(float);
+    return 2 * (size_t)pages_count(pg) * (size_t)pg->D * kb_dtype_size(pg->dt);
 }
 
 #endif

@@ -133,7 +133,7 @@ static void hy_select(void *p, int i, int worker) {
     hy_row(J, i, &g, &h0, &nh);
     const kb_kvstream *sg = &J->s[g];
     int n = sg->n, np = (n + h->p - 1) / h->p;
-    const float *kmax = h->pg ? h->pg[g].kmax : NULL, *kmin = h->pg ? h->pg[g].kmin : NULL;
+    const void *kmax = h->pg ? h->pg[g].kmax : NULL, *kmin = h->pg ? h->pg[g].kmin : NULL;
     int ldk = h->pg ? h->pg[g].cap : 0;
     float *ps = h->ps + (size_t)i * h->cap;
     float *hw = h->reallocate_mean_v ? h->hw + (size_t)i * h->G * h->cap : NULL;
@@ -210,7 +210,7 @@ void hybrid_attend(kb_hybrid *h, const kb_kernels *kk, kb_mcommon *c, const floa
         memset(h->dmark, 0, (size_t)D);
         double elems = (double)(h->p > 1 ? np : n) * du; /* one of min/max per dim and page */
         approx_tokeq += elems / (2.0 * D);
-        approx_bytes += elems * (h->p > 1 ? sizeof(float) : elt);
+        approx_bytes += elems * elt; /* summaries are stored in the KV dtype */
     }
     kb_account *a = &c->acc;
     a->approx_tokeq = approx_tokeq / h->Hkv;

@@ -118,12 +118,12 @@ static void quest_select_row(void *p, int i, int worker) {
     float *ps = st->ps + (size_t)i * st->cap;
     if (st->c.p.gqa == KB_GQA_PER_HEAD) {
         int g = i / G;
-        J->kk->quest_scores(J->q + (size_t)i * D, D, st->pg[g].kmax, st->pg[g].kmin, st->pg[g].cap, np, ps);
+        J->kk->quest_scores(J->q + (size_t)i * D, D, st->pg[g].kmax, st->pg[g].kmin, st->pg[g].dt, st->pg[g].cap, np, ps);
     } else {
         float *tmp = st->tmp + (size_t)i * st->cap;
         for (int t = 0; t < np; t++) ps[t] = 0;
         for (int h = 0; h < G; h++) {
-            J->kk->quest_scores(J->q + ((size_t)i * G + h) * D, D, st->pg[i].kmax, st->pg[i].kmin, st->pg[i].cap, np, tmp);
+            J->kk->quest_scores(J->q + ((size_t)i * G + h) * D, D, st->pg[i].kmax, st->pg[i].kmin, st->pg[i].dt, st->pg[i].cap, np, tmp);
             for (int t = 0; t < np; t++) ps[t] += tmp[t];
         }
         if (st->c.p.gqa == KB_GQA_GROUP_MEAN)

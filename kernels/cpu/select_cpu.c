@@ -303,33 +303,35 @@ void kb_cpu_pool1d(const float *in, int n, int K, int mode, float *out) {
 
 /* ---- page min/max ---- */
 
-void kb_cpu_page_minmax(const kb_kvstream *s, int from, int to, int p, float *kmax, float *kmin,
+void kb_cpu_page_minmax(const kb_kvstream *s, int from, int to, int p, void *kmax, void *kmin,
                         int ld) {
     int D = s->D;
+    kb_dtype t = s->dtype;
     float *buf = KB_MALLOC(3 * (size_t)D * sizeof(float)), *row = buf, *mx = buf + D, *mn = buf + 2 * D;
     for (int j = from; j < to;) {
         size_t P = (size_t)(j / p);
         int end = (int)KB_MIN((long)to, (long)(P + 1) * p);
         if (j % p == 0) { /* the page restarts at its first slot */
-            simd_cvt_row(s->dtype, kvstream_krow(s, j), mx, D);
+            simd_cvt_row(t, kvstream_krow(s, j), mx, D);
             memcpy(mn, mx, (size_t)D * sizeof(float));
             j++;
         } else {
             for (int d = 0; d < D; d++) {
-                mx[d] = kmax[(size_t)d * ld + P];
-                mn[d] = kmin[(size_t)d * ld + P];
+                mx[d] = kb_elem_get(kmax, t, (size_t)d * ld + P);
+                mn[d] = kb_elem_get(kmin, t, (size_t)d * ld + P);
             }
         }
         for (; j < end; j++) {
-            simd_cvt_row(s->dtype, kvstream_krow(s, j), row, D);
+            simd_cvt_row(t, kvstream_krow(s, j), row, D);
             for (int d = 0; d < D; d++) {
                 mx[d] = row[d] > mx[d] ? row[d] : mx[d];
                 mn[d] = row[d] < mn[d] ? row[d] : mn[d];
             }
         }
+        /* min and max of stored values are stored values: exact in t */
         for (int d = 0; d < D; d++) {
-            kmax[(size_t)d * ld + P] = mx[d];
-            kmin[(size_t)d * ld + P] = mn[d];
+            kb_elem_set(kmax, t, (size_t)d * ld + P, mx[d]);
+            kb_elem_set(kmin, t, (size_t)d * ld + P, mn[d]);
         }
     }
     free(buf);
@@ -337,19 +339,31 @@ void kb_cpu_page_minmax(const kb_kvstream *s, int from, int to, int p, float *km
 
 /* ---- QUEST page bound ---- */
 
+#if defined(__AVX512F__)
+/* 16 elements of dtype t at element offset i of b, as f32. */
+static inline __m512 sld16(kb_dtype t, const void *b, size_t i) {
+    if (t == KB_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)b + i)));
+    if (t == KB_BF16)
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)b + i))), 16));
+    return _mm512_loadu_ps((const float *)b + i);
+}
+#endif
+
 /* Dim-major summaries: 16 pages per vector, dims accumulated in ascending
- * order in every lane (equal pages give equal bounds). */
-void kb_cpu_quest_scores(const float *q, int D, const float *kmax, const float *kmin, int ld, int npages,
-                         float *out) {
+ * order in every lane (equal pages give equal bounds). Whole vectors are
+ * read (rows are padded to 32 pages and zero-filled), stores are masked. */
+void kb_cpu_quest_scores(const float *q, int D, const void *kmax, const void *kmin, kb_dtype dt, int ld,
+                         int npages, float *out) {
     int P = 0;
 #if defined(__AVX512F__)
-    for (; P < npages; P += 16) {
+    for (; P < npages && ld % 32 == 0; P += 16) {
         __mmask16 m = npages - P >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (npages - P)) - 1);
         __m512 acc = _mm512_setzero_ps();
         for (int d = 0; d < D; d++) {
             __m512 qd = _mm512_set1_ps(q[d]);
-            __m512 a = _mm512_mul_ps(qd, _mm512_maskz_loadu_ps(m, kmax + (size_t)d * ld + P));
-            __m512 b = _mm512_mul_ps(qd, _mm512_maskz_loadu_ps(m, kmin + (size_t)d * ld + P));
+            __m512 a = _mm512_mul_ps(qd, sld16(dt, kmax, (size_t)d * ld + P));
+            __m512 b = _mm512_mul_ps(qd, sld16(dt, kmin, (size_t)d * ld + P));
             acc = _mm512_add_ps(acc, _mm512_max_ps(a, b));
         }
         _mm512_mask_storeu_ps(out + P, m, acc);
@@ -358,7 +372,8 @@ void kb_cpu_quest_scores(const float *q, int D, const float *kmax, const float *
     for (; P < npages; P++) {
         float acc = 0;
         for (int d = 0; d < D; d++) {
-            float a = q[d] * kmax[(size_t)d * ld + P], b = q[d] * kmin[(size_t)d * ld + P];
+            float a = q[d] * kb_elem_get(kmax, dt, (size_t)d * ld + P);
+            float b = q[d] * kb_elem_get(kmin, dt, (size_t)d * ld + P);
             acc += a > b ? a : b;
         }
         out[P] = acc;
@@ -402,17 +417,31 @@ static void topk_small_double(const double *key, int D, int r, int32_t *out) {
  * head's lane-wise accumulator: only the r rows the definition needs are
  * read, and equal pages give equal scores. G <= 8. */
 static void hyb_pages512(const float *q, int G, int D, const int32_t *dims, int r, const char *pos,
-                         const float *kmax, const float *kmin, int ld, int np, float *sc, size_t lds) {
+                         const void *kmax, const void *kmin, kb_dtype dt, int ld, int np, float *sc,
+                         size_t lds) {
+    const size_t esz = kb_dtype_size(dt);
+#define HROW(t) ((const char *)(pos[dims[t]] ? kmax : kmin) + (size_t)dims[t] * ld * esz)
+    /* the rows are short streams (np elements each): start all of them */
+    for (int t = 0; t < r; t++)
+        for (size_t o = 0; o < 256 && o < (size_t)np * esz; o += 64) _mm_prefetch(HROW(t) + o, _MM_HINT_T0);
     for (int P0 = 0; P0 < np; P0 += 32) {
         int nr = np - P0;
+        if (P0 + 64 < np)
+            for (int t = 0; t < r; t++) {
+                const char *row = HROW(t) + (size_t)(P0 + 64) * esz;
+                _mm_prefetch(row, _MM_HINT_T0);
+                if (esz == 4) _mm_prefetch(row + 64, _MM_HINT_T0);
+            }
         __mmask16 m0 = nr >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nr) - 1);
         __mmask16 m1 = nr >= 32 ? (__mmask16)0xffff : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
         __m512 acc[8][2];
         for (int g = 0; g < 8; g++) acc[g][0] = acc[g][1] = _mm512_setzero_ps();
         for (int t = 0; t < r; t++) {
             int d = dims[t];
-            const float *row = (pos[d] ? kmax : kmin) + (size_t)d * ld + P0;
-            __m512 v0 = _mm512_maskz_loadu_ps(m0, row), v1 = _mm512_maskz_loadu_ps(m1, row + 16);
+            /* rows hold ld >= P0 + 32 zero-filled elements: whole loads */
+            const void *row = (pos[d] ? kmax : kmin);
+            size_t e = (size_t)d * ld + P0;
+            __m512 v0 = sld16(dt, row, e), v1 = sld16(dt, row, e + 16);
 #pragma GCC unroll 8
             for (int g = 0; g < 8; g++) {
                 if (g >= G) break;
@@ -426,6 +455,7 @@ static void hyb_pages512(const float *q, int G, int D, const int32_t *dims, int 
             _mm512_mask_storeu_ps(sc + (size_t)g * lds + P0 + 16, m1, acc[g][1]);
         }
     }
+#undef HROW
 }
 
 /* Slot scores for p == 1 (SparQ): only the r chosen dims of each key are
@@ -464,8 +494,8 @@ static void hyb_slots512(const float *q, int G, int D, const int32_t *dims, int 
 }
 #endif
 
-void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const float *kmax,
-                          const float *kmin, int ldk, const kb_kvstream *s, int n, int p,
+void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
+                          const void *kmin, int ldk, const kb_kvstream *s, int n, int p,
                           float *page_score, float *head_w, int32_t *dims_out) {
     if (r > D) r = D;
     if (r < 1) r = 1;
@@ -501,8 +531,8 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const float *kmax
     }
     topk_small_double(absum, D, r, dims);
 #if defined(__AVX512F__)
-    if (p > 1 && G <= 8) {
-        hyb_pages512(q, G, D, dims, r, pos, kmax, kmin, ldk, np, sc, ld);
+    if (p > 1 && G <= 8 && ldk % 32 == 0) {
+        hyb_pages512(q, G, D, dims, r, pos, kmax, kmin, s->dtype, ldk, np, sc, ld);
     } else if (p == 1 && D % 16 == 0 && G <= 64) {
         hyb_slots512(q, G, D, dims, r, s, n, sc, ld);
     } else
@@ -522,10 +552,8 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const float *kmax
                         vals[t] = s->dtype == KB_F16 ? kb_f16_to_f32(kr[dims[t]]) : kb_bf16_to_f32(kr[dims[t]]);
                 }
             } else {
-                for (int t = 0; t < r; t++) {
-                    size_t e = (size_t)dims[t] * ldk + P;
-                    vals[t] = pos[dims[t]] ? kmax[e] : kmin[e];
-                }
+                for (int t = 0; t < r; t++)
+                    vals[t] = kb_elem_get(pos[dims[t]] ? kmax : kmin, s->dtype, (size_t)dims[t] * ldk + P);
             }
             for (int g = 0; g < G; g++) sc[(size_t)g * ld + P] = simd_dot(qr + (size_t)g * r, vals, r);
         }

@@ -107,21 +107,18 @@ void kb_ref_pool1d(const float *in, int n, int K, int mode, float *out) {
 
 /* ---- page min/max ---- */
 
-void kb_ref_page_minmax(const kb_kvstream *s, int from, int to, int p, float *kmax, float *kmin,
+void kb_ref_page_minmax(const kb_kvstream *s, int from, int to, int p, void *kmax, void *kmin,
                         int ld) {
     int D = s->D;
+    kb_dtype t = s->dtype;
     float *kr = KB_MALLOC((size_t)D * sizeof(float));
     for (int j = from; j < to; j++) {
         kvstream_get_f32(s, j, kr, NULL);
         size_t P = (size_t)(j / p);
         for (int d = 0; d < D; d++) {
-            float *mx = &kmax[(size_t)d * ld + P], *mn = &kmin[(size_t)d * ld + P];
-            if (j % p == 0) {
-                *mx = *mn = kr[d];
-            } else {
-                if (kr[d] > *mx) *mx = kr[d];
-                if (kr[d] < *mn) *mn = kr[d];
-            }
+            size_t e = (size_t)d * ld + P;
+            if (j % p == 0 || kr[d] > kb_elem_get(kmax, t, e)) kb_elem_set(kmax, t, e, kr[d]);
+            if (j % p == 0 || kr[d] < kb_elem_get(kmin, t, e)) kb_elem_set(kmin, t, e, kr[d]);
         }
     }
     free(kr);
@@ -129,13 +126,13 @@ void kb_ref_page_minmax(const kb_kvstream *s, int from, int to, int p, float *km
 
 /* ---- QUEST page bound ---- */
 
-void kb_ref_quest_scores(const float *q, int D, const float *kmax, const float *kmin, int ld, int npages,
-                         float *out) {
+void kb_ref_quest_scores(const float *q, int D, const void *kmax, const void *kmin, kb_dtype dt, int ld,
+                         int npages, float *out) {
     for (int P = 0; P < npages; P++) {
         double acc = 0;
         for (int d = 0; d < D; d++) {
-            double a = (double)q[d] * kmax[(size_t)d * ld + P];
-            double b = (double)q[d] * kmin[(size_t)d * ld + P];
+            double a = (double)q[d] * kb_elem_get(kmax, dt, (size_t)d * ld + P);
+            double b = (double)q[d] * kb_elem_get(kmin, dt, (size_t)d * ld + P);
             acc += a > b ? a : b;
         }
         out[P] = (float)acc;
@@ -183,8 +180,8 @@ float kb_hybrid_temperature(const float *q, int D, const int32_t *dims, int r) {
     return (float)sqrt((double)D * sel / all);
 }
 
-void kb_ref_hybrid_scores(const float *q, int G, int D, int r, const float *kmax,
-                          const float *kmin, int ld, const kb_kvstream *s, int n, int p,
+void kb_ref_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
+                          const void *kmin, int ld, const kb_kvstream *s, int n, int p,
                           float *page_score, float *head_w, int32_t *dims_out) {
     if (r > D) r = D;
     if (r < 1) r = 1;
@@ -213,7 +210,7 @@ void kb_ref_hybrid_scores(const float *q, int G, int D, int r, const float *kmax
             double acc = 0;
             for (int t = 0; t < r; t++) {
                 int d = dims[t];
-                double kv = p == 1 ? kr[d] : pos_sign[d] ? kmax[(size_t)d * ld + P] : kmin[(size_t)d * ld + P];
+                double kv = p == 1 ? kr[d] : kb_elem_get(pos_sign[d] ? kmax : kmin, s->dtype, (size_t)d * ld + P);
                 acc += (double)qg[d] * kv;
             }
             pg[P] = acc;

@@ -169,7 +169,8 @@ static void test_pages(void) {
     for (int trial = 0; trial < 40; trial++) {
         int D = 8 + 8 * (trial % 3), p = 1 + trial % 5, n = 1 + (int)(urand() * 150);
         kb_kvstream s;
-        fill_stream(&s, n, D, trial % 2 ? KB_F16 : KB_F32);
+        /* every dtype with both kernel tables (summaries are kept in it) */
+        fill_stream(&s, n, D, trial / 2 % 3 == 0 ? KB_F32 : trial / 2 % 3 == 1 ? KB_F16 : KB_BF16);
         kb_pages inc, full;
         pages_init(&inc, p, D);
         pages_init(&full, p, D);
@@ -201,8 +202,10 @@ static void test_pages(void) {
                     mx = kr[d] > mx ? kr[d] : mx;
                     mn = kr[d] < mn ? kr[d] : mn;
                 }
-                ok &= inc.kmax[d * inc.cap + P] == mx && inc.kmin[d * inc.cap + P] == mn;
-                ok &= full.kmax[d * full.cap + P] == mx && full.kmin[d * full.cap + P] == mn;
+                ok &= kb_elem_get(inc.kmax, inc.dt, (size_t)d * inc.cap + P) == mx &&
+                      kb_elem_get(inc.kmin, inc.dt, (size_t)d * inc.cap + P) == mn && inc.dt == s.dtype;
+                ok &= kb_elem_get(full.kmax, full.dt, (size_t)d * full.cap + P) == mx &&
+                      kb_elem_get(full.kmin, full.dt, (size_t)d * full.cap + P) == mn;
             }
         CHECK_MSG(ok, "pages p=%d n=%d", p, n);
         /* QUEST: the page bound is >= every true score q.k in its page */
@@ -210,8 +213,8 @@ static void test_pages(void) {
         for (int d = 0; d < D; d++) q[d] = nrand();
         float *b1 = malloc((size_t)pages_count(&inc) * sizeof(float));
         float *b2 = malloc((size_t)pages_count(&inc) * sizeof(float));
-        kb_ref_quest_scores(q, D, inc.kmax, inc.kmin, inc.cap, pages_count(&inc), b1);
-        kb_cpu_quest_scores(q, D, inc.kmax, inc.kmin, inc.cap, pages_count(&inc), b2);
+        kb_ref_quest_scores(q, D, inc.kmax, inc.kmin, inc.dt, inc.cap, pages_count(&inc), b1);
+        kb_cpu_quest_scores(q, D, inc.kmax, inc.kmin, inc.dt, inc.cap, pages_count(&inc), b2);
         for (int j = 0; j < n; j++) {
             kvstream_get_f32(&s, j, kr, NULL);
             double dot = 0;
@@ -237,7 +240,7 @@ static void test_hybrid_scores(void) {
         int G = trial % 10 == 9 ? 9 : trial % 10 == 8 ? 8 : 1 + trial % 4;
         int n = 1 + (int)(urand() * 300), r = 1 + (int)(urand() * D);
         kb_kvstream s;
-        fill_stream(&s, n, D, KB_F16);
+        fill_stream(&s, n, D, trial % 3 == 0 ? KB_F32 : trial % 3 == 1 ? KB_F16 : KB_BF16);
         kb_pages pg;
         pages_init(&pg, p, D);
         pages_sync(&pg, &s, &kb_kernels_cpu);
