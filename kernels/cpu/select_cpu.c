@@ -93,7 +93,8 @@ static int cmp_i32(const void *a, const void *b) {
 
 /* w[0..m) := the m top-ranked indices of x[0..n) in the deterministic order
  * (any order inside, w[m-1] the one of rank m-1); w has room for n.
- * Large n: a threshold thr from a sample of x (about 2m + 32 elements are
+ * For n >= 256 and m <= n / 8: a threshold thr from a sample of x (at most
+ * 256 elements, evenly spaced; about 2m + 32 elements of x are
  * expected at or above it), one vectorised pass keeps the indices with
  * x >= thr (ascending), and quickselect runs on those. Every index left out
  * has x < thr <= the candidates' values (NaN fails the compare and ranks as
