@@ -162,26 +162,7 @@ static inline __m512 simd_hsum16x16(const __m512 *v) {
 static inline void simd_exp_inplace(float *x, int n) {
     int i = 0;
 #if defined(__AVX512F__)
-    const __m512 lo = _mm512_set1_ps(-87.33f), hi = _mm512_set1_ps(88.7f);
-    for (; i + 16 <= n; i += 16) {
-        __m512 v = _mm512_loadu_ps(x + i);
-        __mmask16 ok = _mm512_cmp_ps_mask(v, lo, _CMP_GT_OQ);
-        v = _mm512_min_ps(v, hi);
-        __m512 nn = _mm512_roundscale_ps(_mm512_mul_ps(v, _mm512_set1_ps(1.44269504088896341f)),
-                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        __m512 r = _mm512_fnmadd_ps(nn, _mm512_set1_ps(0.693145751953125f), v);
-        r = _mm512_fnmadd_ps(nn, _mm512_set1_ps(1.428606765330187045e-06f), r);
-        __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-        p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-        __m512i e = _mm512_slli_epi32(_mm512_cvtps_epi32(nn), 23);
-        p = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p), e));
-        _mm512_storeu_ps(x + i, _mm512_maskz_mov_ps(ok, p));
-    }
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, simd_exp512(_mm512_loadu_ps(x + i)));
 #elif defined(__AVX2__) && defined(__FMA__)
     const __m256 lo = _mm256_set1_ps(-87.33f), hi = _mm256_set1_ps(88.7f);
     for (; i + 8 <= n; i += 8) {
