@@ -28,7 +28,7 @@
  * last token, as in a sweep); the method context is L_prompt = L + 1 and
  * N_new = decode_tokens, so S = L + 1 + decode_tokens and RocketKV ends the
  * timed decode holding exactly its accountant's T tokens per KV head (when
- * L >= its prompt budget), which the child checks. */
+ * L >= its prompt budget; tests/py/test_latency.py checks it). */
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -201,21 +201,13 @@ static size_t status_kb(const char *key) {
     return v;
 }
 
-/* Resets the peak-RSS counter (VmHWM) to the current RSS; 0 on success. */
+/* Resets the peak-RSS counter (VmHWM) to the current RSS; 0 on success.
+ * (getrusage's ru_maxrss, machine_peak_rss, cannot be reset: hence VmHWM.) */
 static int reset_hwm(void) {
     FILE *f = fopen("/proc/self/clear_refs", "w");
     if (!f) return -1;
     int ok = fputs("5", f) >= 0;
     return fclose(f) == 0 && ok ? 0 : -1;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static double ms_select(kb_methodset *ms) {
@@ -319,25 +311,18 @@ static int lat_cell(const char *spec) {
         if (r < reps - 1) methodset_rollback(ms, mark);
     }
     size_t hwm = status_kb("VmHWM") * 1024;
-    /* the accountant: RocketKV holds T tokens per KV head at the end */
+    /* the accountant's T (methods that evict with a RocketKV-style split);
+     * latency.csv puts it next to tokens_resident (tests/py/test_latency.py
+     * compares them; the harness does not know which method should match) */
     kb_account la;
     methodset_layer_account(ms, KB_MIN(p.skip_layers, hp->n_layer - 1), &la);
     int T = la.budget && p.ops->evicts && la.budget->T > 0 ? la.budget->T : -1;
-    if (T > 0 && !strcmp(p.ops->name, "rocketkv") && p.skip_layers == 0) {
-        double want = KB_MIN(L, (long)T - N) + N;
-        if (fabs(res_tok - want) > 1e-6 * want) { /* res_tok: a mean over layers */
-            rc = kb_fail(&err, KB_ERUNTIME,
-                         "rocketkv holds %.2f tokens per KV head after the decode, its accountant "
-                         "says %.0f (T = %d)",
-                         res_tok, want, T);
-        }
-    }
     if (!rc) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "context", (double)L);
-        cJSON_AddNumberToObject(o, "decode_s", median(t_dec, (int)reps));
-        cJSON_AddNumberToObject(o, "attn_s", median(t_att, (int)reps));
-        cJSON_AddNumberToObject(o, "select_s", median(t_sel, (int)reps));
+        cJSON_AddNumberToObject(o, "decode_s", bench_median(t_dec, (int)reps));
+        cJSON_AddNumberToObject(o, "attn_s", bench_median(t_att, (int)reps));
+        cJSON_AddNumberToObject(o, "select_s", bench_median(t_sel, (int)reps));
         cJSON_AddNumberToObject(o, "weight_bytes", (double)m->weight_bytes);
         cJSON_AddNumberToObject(o, "kv_read_bytes", kv_read);
         cJSON_AddNumberToObject(o, "tokens_resident", res_tok);
