@@ -6,7 +6,7 @@
  * Every block has a plain reference version (kernels/ref/select_ref.c: the
  * definition written out literally, double accumulation, full sorts) and a
  * fast one (kernels/cpu/select_cpu.c: same results up to float rounding;
- * selection by quickselect, page-level softmax). Signatures match the
+ * selection by key bisection, page-level softmax). Signatures match the
  * kb_kernels fields of the same name; methods call them through
  * kernels_get() so KVBENCH_KERNELS=ref runs a whole method on references.
  *

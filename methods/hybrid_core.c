@@ -54,20 +54,24 @@ static void vsum_rebuild(kb_hybrid *h, int g, const kb_kvstream *s) {
     (void)s;
 }
 
-void hybrid_sync(kb_hybrid *h, const kb_kvstream *s, const kb_kernels *kk) {
-    float *v = h->vsum ? KB_MALLOC((size_t)h->D * sizeof(float)) : NULL;
-    for (int g = 0; g < h->Hkv; g++) {
-        if (h->pg) pages_sync(&h->pg[g], &s[g], kk);
-        if (h->vsum) {
-            double *acc = h->vsum + (size_t)g * h->D;
-            for (int j = h->vsum_n[g]; j < s[g].n; j++) {
-                kvstream_get_f32(&s[g], j, NULL, v);
-                for (int d = 0; d < h->D; d++) acc[d] += v[d];
-            }
-            h->vsum_n[g] = s[g].n;
+/* Upkeep of KV group g (groups are independent: the select phase runs them
+ * on several threads). */
+static void hybrid_sync_group(kb_hybrid *h, int g, const kb_kvstream *sg, const kb_kernels *kk) {
+    if (h->pg) pages_sync(&h->pg[g], sg, kk);
+    if (h->vsum && h->vsum_n[g] < sg->n) {
+        float vb[256], *v = h->D <= 256 ? vb : KB_MALLOC((size_t)h->D * sizeof(float));
+        double *acc = h->vsum + (size_t)g * h->D;
+        for (int j = h->vsum_n[g]; j < sg->n; j++) {
+            kvstream_get_f32(sg, j, NULL, v);
+            for (int d = 0; d < h->D; d++) acc[d] += v[d];
         }
+        h->vsum_n[g] = sg->n;
+        if (v != vb) free(v);
     }
-    free(v);
+}
+
+void hybrid_sync(kb_hybrid *h, const kb_kvstream *s, const kb_kernels *kk) {
+    for (int g = 0; g < h->Hkv; g++) hybrid_sync_group(h, g, &s[g], kk);
 }
 
 void hybrid_reset(kb_hybrid *h) {
@@ -132,6 +136,7 @@ static void hy_select(void *p, int i, int worker) {
     int g, h0, nh;
     hy_row(J, i, &g, &h0, &nh);
     const kb_kvstream *sg = &J->s[g];
+    if (!h->per_head) hybrid_sync_group(h, g, sg, J->kk); /* row i owns group g */
     int n = sg->n, np = (n + h->p - 1) / h->p;
     const void *kmax = h->pg ? h->pg[g].kmax : NULL, *kmin = h->pg ? h->pg[g].kmin : NULL;
     int ldk = h->pg ? h->pg[g].cap : 0;
@@ -182,6 +187,7 @@ void hybrid_attend(kb_hybrid *h, const kb_kernels *kk, kb_mcommon *c, const floa
     }
     hy_job J = {h, kk, c, q, s, out};
     double t0 = kb_now();
+    if (h->per_head) hybrid_sync(h, s, kk); /* the G rows of a group share its summaries */
     mc_parallel(kk, rows, hy_select, &J);
     c->acc.select_seconds += kb_now() - t0;
     mc_parallel(kk, rows, hy_attend, &J);
@@ -257,9 +263,6 @@ void hybm_decode(void *state, const float *q, const float *k, const float *v, in
     const kb_kernels *kk = kernels_get();
     streams_append_token(st->s, st->c.ctx.Hkv, st->c.ctx.Hkv, st->c.ctx.D, k, v, pos);
     st->c.n_in++;
-    double t0 = kb_now();
-    hybrid_sync(&st->h, st->s, kk); /* page summary upkeep counts as selection */
-    st->c.acc.select_seconds += kb_now() - t0;
     hybrid_attend(&st->h, kk, &st->c, q, st->s, out);
 }
 

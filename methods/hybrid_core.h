@@ -40,8 +40,10 @@ void hybrid_sync(kb_hybrid *h, const kb_kvstream *s, const kb_kernels *kk);
 void hybrid_reset(kb_hybrid *h);
 /* The streams were truncated: summaries follow (last page recomputed). */
 void hybrid_truncate(kb_hybrid *h, const kb_kvstream *s, const kb_kernels *kk);
-/* One decode step over s [Hkv] (the new token already appended and synced):
- * writes out [Hq][D] and the step's selection and reads into c->acc. */
+/* One decode step over s [Hkv] (the new token already appended): brings the
+ * summaries up to date (as hybrid_sync; each KV group's upkeep runs in the
+ * parallel select phase and is timed as selection), writes out [Hq][D] and
+ * the step's selection and reads into c->acc. */
 void hybrid_attend(kb_hybrid *h, const kb_kernels *kk, kb_mcommon *c, const float *q,
                    const kb_kvstream *s, float *out);
 /* Bytes of the summaries (and mean-V sums). */

@@ -95,9 +95,6 @@ static void rk_decode(void *state, const float *q, const float *k, const float *
     const kb_kernels *kk = kernels_get();
     streams_append_token(st->s, st->c.ctx.Hkv, st->c.ctx.Hkv, st->c.ctx.D, k, v, pos);
     st->c.n_in++;
-    double t0 = kb_now();
-    hybrid_sync(&st->h, st->s, kk); /* page summary upkeep counts as selection */
-    st->c.acc.select_seconds += kb_now() - t0;
     hybrid_attend(&st->h, kk, &st->c, q, st->s, out);
 }
 

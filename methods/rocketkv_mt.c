@@ -85,9 +85,6 @@ static void rkmt_decode(void *state, const float *q, const float *k, const float
     streams_append_token(st->full, Hkv, Hkv, D, k, v, pos);
     streams_append_token(st->ws, Hkv, Hkv, D, k, v, pos);
     st->c.n_in++;
-    double t0 = kb_now();
-    hybrid_sync(&st->h, st->ws, kk); /* page summary upkeep counts as selection */
-    st->c.acc.select_seconds += kb_now() - t0;
     hybrid_attend(&st->h, kk, &st->c, q, st->ws, out);
 }
 

@@ -8,7 +8,9 @@
  * prefetched in software (the hardware prefetcher alone left this VM's
  * streams at half bandwidth). The rows are split into chunks of DEC_CHUNK
  * that the decode worker pool (kernels/pool.h) runs, over all KV heads of a
- * layer at once (attn_dense_heads); the chunks' partial softmax states are
+ * layer at once (attn_dense_heads), several consecutive chunks per pool task
+ * with the prefetch running on across chunk ends (long streams per thread);
+ * the chunks' partial softmax states are
  * merged with the usual log-sum-exp rescaling (flash-decoding). Scratch is
  * thread-local: no allocation per call once warm.
  *
@@ -30,6 +32,9 @@
 
 #define DEC_CHUNK 256          /* slots per work chunk of the pool */
 #define DEC_PAR_BYTES (64 << 10) /* K+V bytes below which one thread does a call */
+#ifndef DEC_TASKS
+#define DEC_TASKS 4 /* pool tasks per participant (load balance vs stream length) */
+#endif
 #ifndef DEC_PF_BYTES
 #define DEC_PF_BYTES 4096      /* software prefetch distance in each of the K and V streams */
 #endif
@@ -85,6 +90,9 @@ static ALWAYS_INLINE void rows16(const int G, const int DV, const kb_dtype dt, c
     const char *K = s->K, *V = s->V;
     const int pf = (int)((DEC_PF_BYTES + rb - 1) / rb); /* rows ahead */
     const int n = j1 - j0;
+    /* dense rows prefetch past the chunk (the next chunk, usually this
+     * thread's: dec_span) so a chunk does not start with pf cold rows */
+    const int lim = idx ? j1 : s->n;
     __m512 qv[GMAX_V][DMAX_V];
     float kb[16 * DMAX_V * 16] __attribute__((aligned(64)));
     float sc[GMAX_V][DEC_CHUNK] __attribute__((aligned(64)));
@@ -92,12 +100,23 @@ static ALWAYS_INLINE void rows16(const int G, const int DV, const kb_dtype dt, c
     for (int g = 0; g < G; g++)
 #pragma GCC unroll 16
         for (int t = 0; t < DV; t++) qv[g][t] = _mm512_loadu_ps(qs + (size_t)g * DV * 16 + 16 * t);
+#ifndef DEC_NO_PF0
+    /* the first pf rows: nothing prefetched them if this chunk does not
+     * continue the thread's previous one (and gathered rows never are) */
+    for (int jj = j0; jj < KB_MIN(j0 + pf, lim); jj++) {
+        size_t row = (size_t)(idx ? idx[jj] : jj);
+        for (size_t o = 0; o < rb; o += 64) {
+            _mm_prefetch(K + row * rb + o, DEC_PF_HINT);
+            if (part) _mm_prefetch(V + row * rb + o, DEC_PF_HINT);
+        }
+    }
+#endif
     for (int j = j0; j < j1; j += 16) {
         int nr = j1 - j < 16 ? j1 - j : 16;
         /* prefetch the rows pf ahead (K, and V for attention; every cache line) */
         for (int r = 0; r < nr; r++) {
             int jj = j + r + pf;
-            if (jj >= j1) break;
+            if (jj >= lim) break;
             size_t row = (size_t)(idx ? idx[jj] : jj);
             for (size_t o = 0; o < rb; o += 64) {
                 _mm_prefetch(K + row * rb + o, DEC_PF_HINT);
@@ -265,6 +284,7 @@ typedef struct dec_job {
     float *parts;           /* [nch][G][D + 2] (attention) */
     float *sc;              /* scores out (qk_scores), [G][ldo] for H = 1 */
     int ldo;
+    int nch, span;          /* chunks, and chunks per pool task */
 } dec_job;
 
 static void dec_chunk(void *p, int c, int worker) {
@@ -288,6 +308,11 @@ static void dec_chunk(void *p, int c, int worker) {
     rows_run(J->G, qs, &J->s[h], idx, j0, j1, &part, NULL, 0);
 }
 
+static void dec_span(void *p, int t, int worker) {
+    const dec_job *J = p;
+    for (int c = t * J->span; c < KB_MIN(J->nch, (t + 1) * J->span); c++) dec_chunk(p, c, worker);
+}
+
 static void dec_run(int H, int G, const float *q, const kb_kvstream *s, const int *n,
                     const int32_t *const *idx, float scale, float *out, float *sc, int ldo) {
     static _Thread_local void *buf;
@@ -303,7 +328,7 @@ static void dec_run(int H, int G, const float *q, const kb_kvstream *s, const in
     size_t need = qn * sizeof(float) + 2 * (size_t)nch * sizeof(int) +
                   (attn ? (size_t)nch * G * (D + 2) * sizeof(float) : 0) + 64;
     char *b = tls_grow(&buf, &cap, need);
-    dec_job J = {H, G, D, (float *)(void *)b, s, n, idx, NULL, NULL, NULL, sc, ldo};
+    dec_job J = {H, G, D, (float *)(void *)b, s, n, idx, NULL, NULL, NULL, sc, ldo, nch, 1};
     float *qs = (float *)(void *)b;
     for (size_t i = 0; i < qn; i++) qs[i] = attn ? q[i] * scale : q[i];
     J.parts = attn ? qs + qn : NULL;
@@ -315,8 +340,15 @@ static void dec_run(int H, int G, const float *q, const kb_kvstream *s, const in
             J.chunk_head[c] = h;
             J.chunk_j0[c++] = j;
         }
-    if (bytes >= DEC_PAR_BYTES) kb_pool_run(nch, dec_chunk, &J);
-    else
+    if (bytes >= DEC_PAR_BYTES) {
+        /* each pool task runs `span` consecutive chunks: a thread streams long
+         * contiguous runs of K and V (fewer stream starts for the hardware
+         * prefetcher: measured 8% faster at 8K tokens than one chunk per task)
+         * while every participant still gets about DEC_TASKS tasks */
+        int T = kb_pool_threads();
+        J.span = KB_MAX(1, nch / (DEC_TASKS * T));
+        kb_pool_run((nch + J.span - 1) / J.span, dec_span, &J);
+    } else
         for (int i = 0; i < nch; i++) dec_chunk(&J, i, 0);
     if (!attn) return;
     /* merge the chunks of each head (log-sum-exp) */

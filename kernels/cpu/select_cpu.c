@@ -1,9 +1,9 @@
 /* select_cpu.c - fast selection building blocks (select.h).
  *
  * Same definitions as kernels/ref/select_ref.c with f32 arithmetic and the
- * asymptotics the definitions need: top-k by quickselect (O(n) expected, a
- * sort fallback bounds the worst case) with an O(n) ascending scan instead
- * of a sort; token-level top-k over page-broadcast scores selected at page
+ * asymptotics the definitions need: top-k by bisection over order-preserving
+ * 32-bit keys (at most 32 vectorised counting passes, no sort, no data-
+ * dependent branches) writing the winners in ascending order; token-level top-k over page-broadcast scores selected at page
  * level (whole pages, then the boundary page's lowest slots); the hybrid
  * softmax over slots computed per page (a page of c slots contributes c equal
  * terms); max pooling with a monotone deque. Raw speed (threads, blocking)
@@ -26,125 +26,222 @@ static void exp_uniform(float *x, int n) {
     simd_exp_inplace(x, m);
 }
 
-/* ---- deterministic top-k ---- */
+/* ---- deterministic top-k ----
+ *
+ * In key space: rank_key maps a score to a 32-bit unsigned key with
+ * key(a) > key(b) iff a ranks before b by value in kb_rank_before (NaN as
+ * -inf, -0 == +0: equal values get equal keys). The top m of n are then
+ * {key > t} plus the lowest-indexed elements with key == t, where t is the
+ * largest key with at least m keys >= t. t is found by bisection over the
+ * key range, each step one vectorised count of keys >= mid (no data-
+ * dependent branches, no sort); a second pass writes the chosen indices in
+ * ascending order. For large n with few winners a sample of the keys gives
+ * a threshold that about 2m + 32 keys pass, and the same bisection runs on
+ * those candidates (in ascending index order, so ties still go to the
+ * lower index). */
 
-static inline int before(const float *x, int32_t a, int32_t b) {
-    return kb_rank_before(x[a], a, x[b], b);
+static inline uint32_t rank_key(float f) {
+    if (f != f) f = -INFINITY;
+    if (f == 0) f = 0; /* -0 -> +0 */
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-static _Thread_local const float *g_qs_keys; /* fallback sort only (qsort has no context argument) */
-static int cmp_rank(const void *pa, const void *pb) {
-    int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
-    return before(g_qs_keys, a, b) ? -1 : (before(g_qs_keys, b, a) ? 1 : 0);
+/* Thread-local scratch (kernels run on several threads at once). */
+static void *tls_buf(size_t bytes, int which) {
+    static _Thread_local void *buf[2];
+    static _Thread_local size_t cap[2];
+    if (bytes > cap[which]) {
+        free(buf[which]);
+        cap[which] = bytes + bytes / 2 + 256;
+        buf[which] = KB_MALLOC(cap[which]);
+    }
+    return buf[which];
+}
+static int32_t *tls_idx(int n) { return tls_buf((size_t)n * sizeof(int32_t), 0); }
+
+/* key[0..n) of x; key[n..pad16(n)) = 0, below every real key (-inf's is
+ * 0x007fffff), so whole-vector passes never count the padding. */
+static void keys_of(const float *x, int n, uint32_t *key) {
+    int i = 0;
+#if defined(__AVX512F__)
+    const __m512 ninf = _mm512_set1_ps(-INFINITY), zero = _mm512_setzero_ps();
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u), ones = _mm512_set1_epi32(-1);
+    for (; i < n; i += 16) {
+        __mmask16 valid = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 v = _mm512_maskz_loadu_ps(valid, x + i);
+        v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), ninf);
+        v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_EQ_OQ), zero);
+        __m512i u = _mm512_castps_si512(v);
+        __mmask16 neg = _mm512_cmplt_epi32_mask(u, _mm512_setzero_si512());
+        __m512i k = _mm512_mask_xor_epi32(_mm512_or_si512(u, sign), neg, u, ones);
+        _mm512_storeu_si512(key + i, _mm512_maskz_mov_epi32(valid, k));
+    }
+#endif
+    for (; i < n; i++) key[i] = rank_key(x[i]);
+    for (; i < pad16(n); i++) key[i] = 0;
 }
 
-/* Rearranges w[0..n) so that w[m-1] is the element of rank m-1 (0-based) in
- * the deterministic order and w[0..m-1) rank before it. 1 <= m <= n. */
-static void select_rank(const float *x, int32_t *w, int n, int m) {
-    int lo = 0, hi = n - 1, target = m - 1;
-    int guard = 64;
-    for (int t = n; t > 1; t >>= 1) guard += 4;
-    while (hi > lo) {
-        if (--guard < 0) { /* pathological pivots: finish with a sort of the range */
-            g_qs_keys = x;
-            qsort(w + lo, (size_t)(hi - lo + 1), sizeof(int32_t), cmp_rank);
-            return;
+/* Keys >= t among key[0..pad16(n)). */
+static int count_ge(const uint32_t *key, int n, uint32_t t) {
+    int c = 0;
+#if defined(__AVX512F__)
+    __m512i vt = _mm512_set1_epi32((int)t);
+    for (int i = 0; i < n; i += 16)
+        c += __builtin_popcount(_mm512_cmpge_epu32_mask(_mm512_loadu_si512(key + i), vt));
+#else
+    for (int i = 0; i < n; i++) c += key[i] >= t;
+#endif
+    return c;
+}
+
+/* The largest t with at least m (1 <= m <= n) of key[0..n) >= t. */
+static uint32_t key_threshold(const uint32_t *key, int n, int m) {
+    uint32_t mn = UINT32_MAX, mx = 0;
+    int i = 0;
+#if defined(__AVX512F__)
+    __m512i vmn = _mm512_set1_epi32(-1), vmx = _mm512_setzero_si512();
+    for (; i + 16 <= n; i += 16) {
+        __m512i kv = _mm512_loadu_si512(key + i);
+        vmn = _mm512_min_epu32(vmn, kv);
+        vmx = _mm512_max_epu32(vmx, kv);
+    }
+    mn = _mm512_reduce_min_epu32(vmn);
+    mx = _mm512_reduce_max_epu32(vmx);
+#endif
+    for (; i < n; i++) {
+        mn = key[i] < mn ? key[i] : mn;
+        mx = key[i] > mx ? key[i] : mx;
+    }
+    uint64_t lo = mn, hi = (uint64_t)mx + 1; /* count(>= lo) >= m > count(>= hi) */
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        int c = count_ge(key, n, (uint32_t)mid);
+        if (c >= m) {
+            lo = mid;
+            if (c == m) break; /* {key >= mid} is the answer; mid stands in for t */
+        } else {
+            hi = mid;
         }
-        int mid = lo + (hi - lo) / 2;
-        /* median of three as pivot */
-        if (before(x, w[mid], w[lo])) { int32_t t = w[mid]; w[mid] = w[lo]; w[lo] = t; }
-        if (before(x, w[hi], w[lo])) { int32_t t = w[hi]; w[hi] = w[lo]; w[lo] = t; }
-        if (before(x, w[hi], w[mid])) { int32_t t = w[hi]; w[hi] = w[mid]; w[mid] = t; }
-        int32_t pv = w[mid];
-        int i = lo, j = hi;
-        while (i <= j) {
-            while (before(x, w[i], pv)) i++;
-            while (before(x, pv, w[j])) j--;
-            if (i <= j) {
-                int32_t t = w[i];
-                w[i] = w[j];
-                w[j] = t;
-                i++;
-                j--;
+    }
+    return (uint32_t)lo;
+}
+
+/* out[0..m) := ascending ids (ids[i], or i when ids is NULL) of the top m
+ * given t = key_threshold(key, n, m) (or a stand-in with exactly m keys >=
+ * it); returns the position in out of the element of rank m - 1 (the
+ * lowest key taken; among equal keys the highest index). */
+static int key_take(const uint32_t *key, const int32_t *ids, int n, int m, uint32_t t, int32_t *out) {
+    int gt = count_ge(key, n, t) == m ? m : (t == UINT32_MAX ? 0 : count_ge(key, n, t + 1));
+    int rem = m - gt; /* elements equal to t still to take, lowest index first */
+    int c = 0, i = 0;
+    if (rem == 0) { /* exactly m keys >= t: take them all */
+#if defined(__AVX512F__)
+        __m512i vt = _mm512_set1_epi32((int)t), iv = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        for (; i + 16 <= pad16(n); i += 16) {
+            __mmask16 k = _mm512_cmpge_epu32_mask(_mm512_loadu_si512(key + i), vt);
+            __m512i id = ids ? _mm512_maskz_loadu_epi32(k, ids + i) : _mm512_add_epi32(iv, _mm512_set1_epi32(i));
+            _mm512_mask_compressstoreu_epi32(out + c, k, id);
+            c += __builtin_popcount(k);
+        }
+#endif
+        for (; i < n; i++)
+            if (key[i] >= t) out[c++] = ids ? ids[i] : i;
+        /* rank m - 1: the lowest key, the last of its equals */
+        int b = 0;
+        uint32_t bk = UINT32_MAX;
+        if (!ids) {
+            for (int s = 0; s < m; s++)
+                if (key[out[s]] <= bk) {
+                    bk = key[out[s]];
+                    b = s;
+                }
+            return b;
+        }
+        for (int j = 0, s = 0; j < n && s < m; j++)
+            if (key[j] >= t) {
+                if (key[j] <= bk) {
+                    bk = key[j];
+                    b = s;
+                }
+                s++;
             }
-        }
-        if (target <= j) hi = j;
-        else if (target >= i) lo = i;
-        else return; /* w[target] is the pivot, in place */
+        return b;
     }
-}
-
-/* Thread-local index scratch (kernels run on several threads at once). */
-static int32_t *tls_idx(int n) {
-    static _Thread_local int32_t *buf;
-    static _Thread_local int cap;
-    if (n > cap) {
-        free(buf);
-        cap = n + n / 2 + 16;
-        buf = KB_MALLOC((size_t)cap * sizeof(int32_t));
-    }
-    return buf;
-}
-
-static int cmp_i32(const void *a, const void *b) {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* w[0..m) := the m top-ranked indices of x[0..n) in the deterministic order
- * (any order inside, w[m-1] the one of rank m-1); w has room for n.
- * For n >= 256 and m <= n / 8: a threshold thr from a sample of x (at most
- * 256 elements, evenly spaced; about 2m + 32 elements of x are
- * expected at or above it), one vectorised pass keeps the indices with
- * x >= thr (ascending), and quickselect runs on those. Every index left out
- * has x < thr <= the candidates' values (NaN fails the compare and ranks as
- * -inf anyway), so if at least m were kept the top m are among them; if
- * fewer, or thr is not a finite number above -inf, the plain quickselect
- * over all n runs. The set returned is the same either way. */
-static void top_m(const float *x, int n, int m, int32_t *w) {
-    enum { SAMPLE_MAX = 256 };
-    if (n >= 256 && m <= n / 8) {
-        const int SAMPLE = n >= 4 * SAMPLE_MAX ? SAMPLE_MAX : n / 4;
-        float smp[SAMPLE_MAX];
-        int32_t si[SAMPLE_MAX];
-        long step = n / SAMPLE;
-        for (int i = 0; i < SAMPLE; i++) {
-            smp[i] = x[i * step];
-            si[i] = i;
+    int b = 0;
+#if defined(__AVX512F__)
+    __m512i vt = _mm512_set1_epi32((int)t), iv = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (; i + 16 <= pad16(n); i += 16) {
+        __m512i kv = _mm512_loadu_si512(key + i);
+        __mmask16 g = _mm512_cmpgt_epu32_mask(kv, vt);
+        unsigned e = _mm512_cmpeq_epu32_mask(kv, vt);
+        if (rem == 0) e = 0;
+        else if (__builtin_popcount(e) >= rem) {
+            e &= (unsigned)_pdep_u32((1u << rem) - 1, e); /* the lowest rem of them */
+            /* the boundary: the highest lane of e */
+            int lane = 31 - __builtin_clz(e);
+            b = c + __builtin_popcount((unsigned)(g | e) & ((1u << lane) - 1));
+            rem = 0;
+        } else {
+            rem -= __builtin_popcount(e);
         }
-        /* rank of the threshold in the sample: expected (q + 1) * step
-         * elements of x are >= it; aim at 2m + 32 */
+        __mmask16 k = (__mmask16)(g | e);
+        __m512i id = ids ? _mm512_maskz_loadu_epi32(k, ids + i) : _mm512_add_epi32(iv, _mm512_set1_epi32(i));
+        _mm512_mask_compressstoreu_epi32(out + c, k, id);
+        c += __builtin_popcount(k);
+    }
+#endif
+    for (; i < n; i++) {
+        int take = key[i] > t;
+        if (key[i] == t && rem > 0) {
+            take = 1;
+            if (--rem == 0) b = c;
+        }
+        if (take) out[c++] = ids ? ids[i] : i;
+    }
+    return b;
+}
+
+/* out[0..m) := the m top-ranked indices of x[0..n) in the deterministic
+ * order, ascending; returns the position in out of the element of rank
+ * m - 1. 1 <= m <= n. */
+static int top_m_sorted(const float *x, int n, int m, int32_t *out) {
+    enum { SAMPLE = 256 };
+    uint32_t *key = tls_buf((size_t)3 * pad16(n) * sizeof(uint32_t), 1); /* keys, candidates' keys and ids */
+    keys_of(x, n, key);
+    if (n >= 4 * SAMPLE && m <= n / 8) {
+        uint32_t smp[SAMPLE] __attribute__((aligned(64)));
+        int step = n / SAMPLE;
+        for (int i = 0; i < SAMPLE; i++) smp[i] = key[(size_t)i * step];
+        /* about (q + 1) * step keys are >= the sample's rank-q key: aim at 2m + 32 */
         long q = (2L * m + 32) / step;
         if (q > SAMPLE - 1) q = SAMPLE - 1;
-        select_rank(smp, si, SAMPLE, (int)q + 1);
-        float thr = smp[si[q]];
-        if (thr > -INFINITY && thr == thr) {
-            int c = 0;
+        uint32_t t0 = key_threshold(smp, SAMPLE, (int)q + 1);
+        uint32_t *ck = key + pad16(n);
+        int32_t *cid = (int32_t *)(ck + pad16(n));
+        int c = 0, i = 0;
 #if defined(__AVX512F__)
-            __m512 vt = _mm512_set1_ps(thr);
-            __m512i iv = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-            const __m512i sixteen = _mm512_set1_epi32(16);
-            int i = 0;
-            for (; i + 16 <= n; i += 16) {
-                __mmask16 k = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), vt, _CMP_GE_OQ);
-                _mm512_mask_compressstoreu_epi32(w + c, k, iv);
-                c += __builtin_popcount(k);
-                iv = _mm512_add_epi32(iv, sixteen);
-            }
-            for (; i < n; i++)
-                if (x[i] >= thr) w[c++] = i;
-#else
-            for (int i = 0; i < n; i++)
-                if (x[i] >= thr) w[c++] = i;
+        __m512i vt = _mm512_set1_epi32((int)t0), iv = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        for (; i < n; i += 16) {
+            __m512i kv = _mm512_loadu_si512(key + i);
+            __mmask16 k = _mm512_cmpge_epu32_mask(kv, vt);
+            _mm512_mask_compressstoreu_epi32(ck + c, k, kv);
+            _mm512_mask_compressstoreu_epi32(cid + c, k, _mm512_add_epi32(iv, _mm512_set1_epi32(i)));
+            c += __builtin_popcount(k);
+        }
 #endif
-            if (c >= m) {
-                if (c > m) select_rank(x, w, c, m);
-                return;
+        for (; i < n; i++)
+            if (key[i] >= t0) {
+                ck[c] = key[i];
+                cid[c++] = i;
             }
+        if (c >= m) { /* the top m are among the candidates (every key left out is < t0) */
+            for (int j = c; j < pad16(c); j++) ck[j] = 0;
+            return key_take(ck, cid, c, m, key_threshold(ck, c, m), out);
         }
     }
-    for (int i = 0; i < n; i++) w[i] = i;
-    select_rank(x, w, n, m);
+    return key_take(key, NULL, n, m, key_threshold(key, n, m), out);
 }
 
 int kb_cpu_topk(const float *x, int n, int k, int32_t *idx) {
@@ -154,18 +251,8 @@ int kb_cpu_topk(const float *x, int n, int k, int32_t *idx) {
         for (int i = 0; i < n; i++) idx[i] = i;
         return n;
     }
-    int32_t *w = tls_idx(n);
-    top_m(x, n, k, w);
-    if (k <= n / 16) { /* few winners: sort them */
-        memcpy(idx, w, (size_t)k * sizeof(int32_t));
-        qsort(idx, (size_t)k, sizeof(int32_t), cmp_i32);
-        return k;
-    }
-    int32_t t = w[k - 1];
-    int c = 0;
-    for (int i = 0; i < n; i++)
-        if (i == t || before(x, i, t)) idx[c++] = i;
-    return c;
+    top_m_sorted(x, n, k, idx);
+    return k;
 }
 
 int kb_cpu_topk_pages(const float *ps, int n, int p, int k, int32_t *idx) {
@@ -178,23 +265,18 @@ int kb_cpu_topk_pages(const float *ps, int n, int p, int k, int32_t *idx) {
     if (p == 1) return kb_cpu_topk(ps, n, k, idx);
     int np = (n + p - 1) / p, last_cnt = n - (np - 1) * p;
     int m = (k + p - 1) / p;
-    int32_t *w = tls_idx(2 * np);
-    int32_t *sel = w + np;
+    int32_t *sel = tls_idx(np);
+    int bpos;
     for (;;) {
-        top_m(ps, np, m, w);
-        int has_last = 0;
-        for (int i = 0; i < m; i++) has_last |= w[i] == np - 1;
-        long total = (long)m * p - (has_last ? p - last_cnt : 0);
+        bpos = top_m_sorted(ps, np, m, sel); /* ascending pages */
+        long total = (long)m * p - (sel[m - 1] == np - 1 ? p - last_cnt : 0);
         if (total >= k || m == np) break;
         m++; /* the partial last page made the top-m pages too small */
     }
-    int32_t b = w[m - 1]; /* the boundary page: last in the order among the chosen */
+    int32_t b = sel[bpos]; /* the boundary page: last in the order among the chosen */
     long others = 0;
-    for (int i = 0; i < m; i++) {
-        sel[i] = w[i];
-        if (w[i] != b) others += w[i] == np - 1 ? last_cnt : p;
-    }
-    qsort(sel, (size_t)m, sizeof(int32_t), cmp_i32);
+    for (int i = 0; i < m; i++)
+        if (sel[i] != b) others += sel[i] == np - 1 ? last_cnt : p;
     int need = (int)(k - others);
     int c = 0;
     for (int i = 0; i < m; i++) {
@@ -304,38 +386,60 @@ void kb_cpu_pool1d(const float *in, int n, int K, int mode, float *out) {
 
 /* ---- page min/max ---- */
 
+/* Each page touched is recomputed from its first slot's K row (a decode
+ * step appends one slot to the last page: it rereads at most p - 1 recent,
+ * cached K rows instead of loading the page's D scattered summary elements
+ * back), then its D maxima and minima are stored, each a stored K value:
+ * exact in t. */
+static void store_dim_major(kb_dtype t, const float *x, int D, void *dst, size_t ld, size_t P) {
+    if (t == KB_F32) {
+        for (int d = 0; d < D; d++) ((float *)dst)[(size_t)d * ld + P] = x[d];
+        return;
+    }
+    uint16_t h[256];
+    for (int d0 = 0; d0 < D; d0 += 256) {
+        int m = D - d0 < 256 ? D - d0 : 256, d = 0;
+#if defined(__AVX512F__)
+        if (t == KB_F16)
+            for (; d + 16 <= m; d += 16)
+                _mm256_storeu_si256((__m256i *)(h + d),
+                                    _mm512_cvtps_ph(_mm512_loadu_ps(x + d0 + d), _MM_FROUND_TO_NEAREST_INT));
+#endif
+        for (; d < m; d++) h[d] = t == KB_F16 ? kb_f32_to_f16(x[d0 + d]) : kb_f32_to_bf16(x[d0 + d]);
+        uint16_t *o = (uint16_t *)dst + (size_t)d0 * ld + P;
+        for (d = 0; d < m; d++) o[(size_t)d * ld] = h[d];
+    }
+}
+
 void kb_cpu_page_minmax(const kb_kvstream *s, int from, int to, int p, void *kmax, void *kmin,
                         int ld) {
     int D = s->D;
     kb_dtype t = s->dtype;
-    float *buf = KB_MALLOC(3 * (size_t)D * sizeof(float)), *row = buf, *mx = buf + D, *mn = buf + 2 * D;
-    for (int j = from; j < to;) {
-        size_t P = (size_t)(j / p);
-        int end = (int)KB_MIN((long)to, (long)(P + 1) * p);
-        if (j % p == 0) { /* the page restarts at its first slot */
-            simd_cvt_row(t, kvstream_krow(s, j), mx, D);
-            memcpy(mn, mx, (size_t)D * sizeof(float));
-            j++;
-        } else {
-            for (int d = 0; d < D; d++) {
-                mx[d] = kb_elem_get(kmax, t, (size_t)d * ld + P);
-                mn[d] = kb_elem_get(kmin, t, (size_t)d * ld + P);
-            }
-        }
-        for (; j < end; j++) {
+    float sbuf[3 * 256]; /* one decode token per call: no allocation for head dims <= 256 */
+    float *buf = D <= 256 ? sbuf : KB_MALLOC(3 * (size_t)D * sizeof(float)), *row = buf, *mx = buf + D, *mn = buf + 2 * D;
+    for (long P = from / p; P * p < to; P++) {
+        int j = (int)(P * p), end = (int)KB_MIN((long)to, (P + 1) * p);
+        simd_cvt_row(t, kvstream_krow(s, j), mx, D);
+        memcpy(mn, mx, (size_t)D * sizeof(float));
+        for (j++; j < end; j++) {
             simd_cvt_row(t, kvstream_krow(s, j), row, D);
-            for (int d = 0; d < D; d++) {
+            int d = 0;
+#if defined(__AVX512F__)
+            for (; d + 16 <= D; d += 16) { /* max_ps(a, b) = a > b ? a : b, as below */
+                __m512 v = _mm512_loadu_ps(row + d);
+                _mm512_storeu_ps(mx + d, _mm512_max_ps(v, _mm512_loadu_ps(mx + d)));
+                _mm512_storeu_ps(mn + d, _mm512_min_ps(v, _mm512_loadu_ps(mn + d)));
+            }
+#endif
+            for (; d < D; d++) {
                 mx[d] = row[d] > mx[d] ? row[d] : mx[d];
                 mn[d] = row[d] < mn[d] ? row[d] : mn[d];
             }
         }
-        /* min and max of stored values are stored values: exact in t */
-        for (int d = 0; d < D; d++) {
-            kb_elem_set(kmax, t, (size_t)d * ld + P, mx[d]);
-            kb_elem_set(kmin, t, (size_t)d * ld + P, mn[d]);
-        }
+        store_dim_major(t, mx, D, kmax, (size_t)ld, (size_t)P);
+        store_dim_major(t, mn, D, kmin, (size_t)ld, (size_t)P);
     }
-    free(buf);
+    if (buf != sbuf) free(buf);
 }
 
 /* ---- QUEST page bound ---- */
@@ -381,32 +485,75 @@ void kb_cpu_quest_scores(const float *q, int D, const void *kmax, const void *km
     }
 }
 
-/* Top-r of D double keys (higher first, ties to the lower index), ascending
- * output: dim d is chosen when fewer than r keys rank before it (greater,
- * or equal with a lower index); O(D^2) compares, vectorised, with D a head
- * dim. Keys must not be NaN (the caller maps NaN to -inf). */
-static void topk_small_double(const double *key, int D, int r, int32_t *out) {
+/* Keys of D (<= 256) doubles with key(a) > key(b) iff a > b, equal values
+ * equal keys (NaN must have been mapped to -inf); [D, pad8(D)) = 0. */
+static int keys_of_double(const double *x, int D, uint64_t *key) {
+    int n8 = (D + 7) & ~7;
+    for (int d = 0; d < n8; d++) {
+        if (d >= D) {
+            key[d] = 0;
+            continue;
+        }
+        double f = x[d] == 0 ? 0.0 : x[d];
+        uint64_t u;
+        memcpy(&u, &f, sizeof u);
+        key[d] = (u >> 63) ? ~u : (u | (1ull << 63));
+    }
+    return n8;
+}
+
+static int count_ge64(const uint64_t *key, int n8, uint64_t t) {
     int c = 0;
+#if defined(__AVX512F__)
+    __m512i vt = _mm512_set1_epi64((long long)t);
+    for (int i = 0; i < n8; i += 8)
+        c += __builtin_popcount(_mm512_cmpge_epu64_mask(_mm512_loadu_si512(key + i), vt));
+#else
+    for (int i = 0; i < n8; i++) c += key[i] >= t;
+#endif
+    return c;
+}
+
+/* Top-r of D double keys (higher first, ties to the lower index), ascending
+ * output, by the bisection of top_m_sorted over 64-bit keys. Keys must not
+ * be NaN (the caller maps NaN to -inf). */
+static void topk_small_double(const double *x, int D, int r, int32_t *out) {
     if (r >= D) {
         for (int d = 0; d < D; d++) out[d] = d;
         return;
     }
-    for (int d = 0; d < D && c < r; d++) {
-        double kd = key[d];
-        int rank = 0, e = 0;
-#if defined(__AVX512F__)
-        __m512d vk = _mm512_set1_pd(kd);
-        for (; e + 8 <= D; e += 8) {
-            __m512d ke = _mm512_loadu_pd(key + e);
-            __mmask8 gt = _mm512_cmp_pd_mask(ke, vk, _CMP_GT_OQ);
-            __mmask8 eq = _mm512_cmp_pd_mask(ke, vk, _CMP_EQ_OQ);
-            __mmask8 low = e + 8 <= d ? (__mmask8)0xff : d > e ? (__mmask8)((1u << (d - e)) - 1) : 0;
-            rank += __builtin_popcount((unsigned)(gt | (eq & low)));
+    uint64_t key[256 + 8] __attribute__((aligned(64)));
+    if (D > 256) { /* not a head dim we meet: count each key's rank */
+        int c = 0;
+        for (int d = 0; d < D && c < r; d++) {
+            int rank = 0;
+            for (int e = 0; e < D; e++) rank += x[e] > x[d] || (x[e] == x[d] && e < d);
+            if (rank < r) out[c++] = d;
         }
-#endif
-        for (; e < D; e++) rank += key[e] > kd || (key[e] == kd && e < d);
-        if (rank < r) out[c++] = d;
+        return;
     }
+    int n8 = keys_of_double(x, D, key);
+    uint64_t mn = UINT64_MAX, mx = 0;
+    for (int d = 0; d < D; d++) {
+        mn = key[d] < mn ? key[d] : mn;
+        mx = key[d] > mx ? key[d] : mx;
+    }
+    /* count(>= lo) >= r > count(>= hi); mx <= key(+inf) < UINT64_MAX */
+    uint64_t lo = mn, hi = mx + 1;
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        int c = count_ge64(key, n8, mid);
+        if (c >= r) {
+            lo = mid;
+            if (c == r) break;
+        } else {
+            hi = mid;
+        }
+    }
+    int rem = r - count_ge64(key, n8, lo + 1); /* keys equal to the threshold to take */
+    int c = 0;
+    for (int d = 0; d < D; d++)
+        if (key[d] > lo || (key[d] == lo && rem-- > 0)) out[c++] = d;
 }
 
 /* ---- hybrid approximate scores ---- */
@@ -621,6 +768,11 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
         }
     }
     float invG = 1.0f / G;
-    for (int P = 0; P < np; P++) page_score[P] *= invG;
+    int P = 0;
+#if defined(__AVX512F__)
+    for (__m512 vg = _mm512_set1_ps(invG); P + 16 <= np; P += 16)
+        _mm512_storeu_ps(page_score + P, _mm512_mul_ps(_mm512_loadu_ps(page_score + P), vg));
+#endif
+    for (; P < np; P++) page_score[P] *= invG;
     if (dims_out) memcpy(dims_out, dims, (size_t)r * sizeof(int32_t));
 }

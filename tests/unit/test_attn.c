@@ -93,6 +93,27 @@ int main(void) {
                     free(b);
                     kvstream_free(&s);
                 }
+    /* several KV heads in one call, long enough that a pool task runs several
+     * consecutive chunks (dec_span) and rows are prefetched across chunk
+     * ends: each head against the reference */
+    for (int ti = 0; ti < 2; ti++) {
+        int H = 3, G = 3, D = 64;
+        int ns2[3] = {6000, 4097, 2049};
+        kb_kvstream hs[3];
+        for (int h = 0; h < H; h++) {
+            kvstream_init(&hs[h], types[ti], D, ns2[h]);
+            fill_stream(&hs[h], ns2[h], 31u + (unsigned)h, h == 1 ? 4.0f : 0.5f);
+        }
+        unsigned seed = 5;
+        float q[3 * 3 * 64], a[3 * 3 * 64], b[3 * 3 * 64];
+        for (int i = 0; i < H * G * D; i++) q[i] = frand(&seed);
+        for (int h = 0; h < H; h++) kb_ref_attn_dense(q + h * G * D, G, &hs[h], ns2[h], 0.125f, a + h * G * D);
+        kb_cpu_attn_dense_heads(q, H, G, hs, 0.125f, b);
+        int bad = 0;
+        double e = max_err(b, a, H * G * D, 2e-5, 1e-4, &bad);
+        CHECK_MSG(bad == 0, "attn_dense_heads %s max err %g", kb_dtype_name(types[ti]), e);
+        for (int h = 0; h < H; h++) kvstream_free(&hs[h]);
+    }
     /* causal prefill: nq new queries after n_prior slots; Q rows hold Hq heads */
     const int nqs[5] = {1, 63, 64, 65, 300}, priors[3] = {0, 37, 300};
     for (int ti = 0; ti < 2; ti++)

@@ -91,6 +91,41 @@ static void test_topk(void) {
     CHECK(r2[0] == 0 && r2[1] == 1 && r2[2] == 2 && r2[3] == 3);
 }
 
+/* The key-space top-k (select_cpu.c) against the definition where its
+ * paths differ: -0 and +0 are equal scores (ties to the lower index), NaN
+ * ranks as -inf, large n with few winners (sampled threshold, candidates
+ * then bisection) with and without ties at the boundary, and page top-k
+ * over hundreds of pages. */
+static void test_topk_keys(void) {
+    static float x[6000];
+    static int32_t a[6000], c[6000];
+    for (int trial = 0; trial < 60; trial++) {
+        int n = trial < 20 ? 1 + (int)(urand() * 40) : 1024 + (int)(urand() * 4000);
+        int kind = trial % 4;
+        for (int i = 0; i < n; i++) {
+            if (kind == 0) x[i] = urand() < 0.5 ? 0.0f : -0.0f;
+            else if (kind == 1) x[i] = (float)(int)(urand() * 7) - 3.0f;
+            else x[i] = (float)nrand();
+            if (kind == 3 && urand() < 0.05) x[i] = urand() < 0.5 ? NAN : -INFINITY;
+        }
+        int ks[4] = {1, n / 16 + 1, n / 8, (int)(urand() * n) + 1};
+        for (int j = 0; j < 4; j++) {
+            int k = ks[j] < 1 ? 1 : ks[j];
+            int nd = topk_def(x, n, k, a), nc = kb_cpu_topk(x, n, k, c);
+            CHECK_MSG(same_idx(a, nd, c, nc), "topk keys n=%d k=%d kind=%d", n, k, kind);
+        }
+    }
+    /* pages: 300..1500 pages of p = 3, scores with and without ties */
+    static float ps[1600];
+    for (int trial = 0; trial < 40; trial++) {
+        int p = 3, np = 300 + (int)(urand() * 1200), n = np * p - (int)(urand() * p);
+        for (int P = 0; P < np; P++) ps[P] = trial % 2 ? (float)(int)(urand() * 5) : (float)nrand();
+        int k = 1 + (int)(urand() * (trial % 3 ? 200 : n));
+        int nr = kb_ref_topk_pages(ps, n, p, k, a), nc = kb_cpu_topk_pages(ps, n, p, k, c);
+        CHECK_MSG(same_idx(a, nr, c, nc), "topk_pages keys n=%d k=%d", n, k);
+    }
+}
+
 static void test_topk_pages(void) {
     int32_t a[4000], b[4000];
     float ps[1000];
@@ -232,6 +267,30 @@ static void test_pages(void) {
     }
 }
 
+/* The chosen dims when many mean |q| tie (small integer queries, a NaN):
+ * ties go to the lower dim, as in the reference. */
+static void test_hybrid_dims_ties(void) {
+    for (int trial = 0; trial < 60; trial++) {
+        int D = trial % 3 == 0 ? 128 : 64, G = 1 + trial % 4, p = 2, n = 40;
+        int r = 1 + (int)(urand() * D);
+        kb_kvstream s;
+        fill_stream(&s, n, D, KB_F16);
+        kb_pages pg;
+        pages_init(&pg, p, D);
+        pages_sync(&pg, &s, &kb_kernels_cpu);
+        float q[4 * 128];
+        for (int i = 0; i < G * D; i++) q[i] = (float)((int)(urand() * 5) - 2);
+        if (trial % 4 == 1) q[(int)(urand() * G * D)] = NAN;
+        float a[32], b[32], wa[4 * 32], wb[4 * 32];
+        int32_t da[128], db[128];
+        kb_ref_hybrid_scores(q, G, D, r, pg.kmax, pg.kmin, pg.cap, &s, n, p, a, wa, da);
+        kb_cpu_hybrid_scores(q, G, D, r, pg.kmax, pg.kmin, pg.cap, &s, n, p, b, wb, db);
+        CHECK_MSG(same_idx(da, r, db, r), "tied dims D=%d G=%d r=%d", D, G, r);
+        pages_free(&pg);
+        kvstream_free(&s);
+    }
+}
+
 static void test_hybrid_scores(void) {
     for (int trial = 0; trial < 80; trial++) {
         /* G 8 is the widest vector path, G 9 the portable one; D 40 is not a
@@ -317,9 +376,11 @@ static void test_snapkv_scores_and_gather(void) {
 int main(void) {
     test_topk();
     test_topk_pages();
+    test_topk_keys();
     test_pool();
     test_pages();
     test_hybrid_scores();
+    test_hybrid_dims_ties();
     test_snapkv_scores_and_gather();
     CHECK(kernels_get() != NULL);
     CHECK(kb_kernels_ref.topk == kb_ref_topk && kb_kernels_cpu.topk == kb_cpu_topk);
