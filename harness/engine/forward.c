@@ -6,7 +6,11 @@
 #include <stdlib.h>
 
 #include "harness/engine/model.h"
+#include "kernels/pool.h"
 #include "kernels/quant.h"
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 kb_forward *forward_new(const kb_model *m, int max_batch) {
     kb_forward *f = KB_CALLOC(1, sizeof *f);
@@ -25,6 +29,7 @@ kb_forward *forward_new(const kb_model *m, int max_batch) {
     f->hb = KB_AMALLOC(B * hp->n_ff * sizeof(float));
     f->hb2 = KB_AMALLOC(B * hp->n_ff * sizeof(float));
     f->logits = KB_AMALLOC((size_t)hp->n_vocab * sizeof(float));
+    f->rope_pos = -1;
     return f;
 }
 
@@ -49,11 +54,21 @@ static void rmsnorm(float *o, const float *x, const float *w, int n, float eps) 
     for (int i = 0; i < n; i++) o[i] = x[i] * inv * w[i];
 }
 
-/* Rotates adjacent pairs (x[2i], x[2i+1]) of each head by pos * inv_freq[i]. */
-static void rope(float *x, int n_heads, int D, const float *inv_freq, int pos) {
+/* Rotates adjacent pairs (x[2i], x[2i+1]) of each head by pos * inv_freq[i].
+ * The cos/sin of the last position are kept in f (every layer of a decode
+ * step rotates at the same position: computed once per token, same values). */
+static void rope(kb_forward *f, float *x, int n_heads, int D, const float *inv_freq, int pos) {
+    if (f->rope_pos != pos || f->rope_D != D) {
+        for (int i = 0; i < D / 2; i++) {
+            double a = (double)pos * inv_freq[i];
+            f->rope_cs[2 * i] = (float)cos(a);
+            f->rope_cs[2 * i + 1] = (float)sin(a);
+        }
+        f->rope_pos = pos;
+        f->rope_D = D;
+    }
     for (int i = 0; i < D / 2; i++) {
-        double a = (double)pos * inv_freq[i];
-        float c = (float)cos(a), s = (float)sin(a);
+        float c = f->rope_cs[2 * i], s = f->rope_cs[2 * i + 1];
         for (int h = 0; h < n_heads; h++) {
             float *p = x + (size_t)h * D + 2 * i;
             float x0 = p[0], x1 = p[1];
@@ -76,6 +91,29 @@ static void proj(kb_forward *f, const kb_weight *W, const float *X, int n, int l
     f->proj_flops += 2.0 * n * W->rows * W->cols;
 }
 
+/* hb[i] = silu(hb[i]) * hb2[i] on the worker pool (libm expf: the same
+ * values as one thread; a decode token's 1536 expf were ~12 us of serial
+ * work per layer). */
+typedef struct silu_job {
+    float *h;
+    const float *h2;
+    size_t n;
+} silu_job;
+#define SILU_CHUNK 256
+static void silu_chunk(void *p, int c, int worker) {
+    (void)worker;
+    const silu_job *J = p;
+    size_t i0 = (size_t)c * SILU_CHUNK, i1 = KB_MIN(J->n, i0 + SILU_CHUNK);
+    for (size_t i = i0; i < i1; i++) {
+        float g = J->h[i];
+        J->h[i] = g / (1.0f + expf(-g)) * J->h2[i];
+    }
+}
+static void silu_mul(float *h, const float *h2, size_t n) {
+    silu_job J = {h, h2, n};
+    kb_pool_run((int)((n + SILU_CHUNK - 1) / SILU_CHUNK), silu_chunk, &J);
+}
+
 /* One layer for nb tokens at positions pos[0..nb). decode: nb == 1 via be->decode. */
 static int layer_forward(kb_forward *f, int l, int nb, const int32_t *pos, kb_attn_backend *be,
                          int decode, kb_err *err) {
@@ -89,8 +127,8 @@ static int layer_forward(kb_forward *f, int l, int nb, const int32_t *pos, kb_at
     proj(f, &L->wk, f->xb, nb, E, f->k, kv_dim);
     proj(f, &L->wv, f->xb, nb, E, f->v, kv_dim);
     for (int t = 0; t < nb; t++) {
-        rope(f->q + (size_t)t * q_dim, hp->n_head, D, m->inv_freq, pos[t]);
-        rope(f->k + (size_t)t * kv_dim, hp->n_head_kv, D, m->inv_freq, pos[t]);
+        rope(f, f->q + (size_t)t * q_dim, hp->n_head, D, m->inv_freq, pos[t]);
+        rope(f, f->k + (size_t)t * kv_dim, hp->n_head_kv, D, m->inv_freq, pos[t]);
     }
     double t0 = kb_now();
     if (decode) {
@@ -106,10 +144,7 @@ static int layer_forward(kb_forward *f, int l, int nb, const int32_t *pos, kb_at
         rmsnorm(f->xb + (size_t)t * E, f->x + (size_t)t * E, L->ffn_norm, E, hp->rms_eps);
     proj(f, &L->gate, f->xb, nb, E, f->hb, hp->n_ff);
     proj(f, &L->up, f->xb, nb, E, f->hb2, hp->n_ff);
-    for (size_t i = 0; i < (size_t)nb * hp->n_ff; i++) {
-        float g = f->hb[i];
-        f->hb[i] = g / (1.0f + expf(-g)) * f->hb2[i];
-    }
+    silu_mul(f->hb, f->hb2, (size_t)nb * hp->n_ff);
     proj(f, &L->down, f->hb, nb, hp->n_ff, f->xb, E);
     for (size_t i = 0; i < (size_t)nb * E; i++) f->x[i] += f->xb[i];
     return 0;
@@ -160,9 +195,28 @@ void forward_decode(kb_forward *f, int32_t token, int pos, kb_attn_backend *be) 
     f->t_total += kb_now() - t0;
 }
 
+/* The first index of the largest logit (a strict '>' scan from index 0:
+ * NaNs never win, and a NaN at index 0 is never beaten), in two vectorised
+ * passes: the maximum, then its first occurrence. */
 int32_t logits_argmax(const float *logits, int n) {
-    int32_t best = 0;
-    for (int i = 1; i < n; i++)
-        if (logits[i] > logits[best]) best = i;
-    return best;
+    if (n <= 0 || logits[0] != logits[0]) return 0;
+    float m = logits[0];
+    int i = 1;
+#if defined(__AVX512F__)
+    __m512 vm = _mm512_set1_ps(m);
+    for (; i + 16 <= n; i += 16) vm = _mm512_max_ps(_mm512_loadu_ps(logits + i), vm); /* NaN -> keeps vm */
+    m = _mm512_reduce_max_ps(vm);
+#endif
+    for (; i < n; i++)
+        if (logits[i] > m) m = logits[i];
+    i = 0;
+#if defined(__AVX512F__)
+    for (__m512 v = _mm512_set1_ps(m); i + 16 <= n; i += 16) {
+        unsigned k = _mm512_cmp_ps_mask(_mm512_loadu_ps(logits + i), v, _CMP_EQ_OQ);
+        if (k) return i + __builtin_ctz(k);
+    }
+#endif
+    for (; i < n; i++)
+        if (logits[i] == m) return i;
+    return 0;
 }

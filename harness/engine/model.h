@@ -70,6 +70,8 @@ typedef struct kb_forward {
     double t_proj;                               /* seconds in weight projections (matmul) */
     double proj_flops;                           /* 2 * MACs of those projections */
     double t_total;                              /* seconds spent in the forward */
+    int rope_pos, rope_D;                        /* position of rope_cs (-1: none) */
+    float rope_cs[1024];                         /* cos, sin of pos * inv_freq[i], i < D/2 (D <= 1024) */
 } kb_forward;
 
 kb_forward *forward_new(const kb_model *m, int max_batch);
