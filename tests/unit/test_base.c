@@ -49,6 +49,31 @@ int main(void) {
         }
     }
     CHECK_EQ_INT(bad, 0);
+    /* the bulk conversion (vectorised) gives kb_f32_to_f16's bits on every
+     * kind of input: random bit patterns (NaN payloads, subnormals, both
+     * infinities), every half and the midpoints between neighbouring halves */
+    {
+        enum { N = 3 * 65536 + 4099 };
+        static float xs[N];
+        static uint16_t hv[N];
+        unsigned long long r = 12345;
+        int m = 0;
+        for (uint32_t h = 0; h < 65536; h++) {
+            uint32_t u;
+            float f = kb_f16_to_f32((uint16_t)h), g = kb_f16_to_f32((uint16_t)(h + 1));
+            xs[m++] = f;
+            if (((h >> 10) & 31) < 31 && (h & 0x3ff) != 0x3ff) xs[m++] = (float)(((double)f + g) / 2); /* tie */
+            else xs[m++] = f;
+            r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+            u = (uint32_t)r;
+            memcpy(&xs[m++], &u, 4);
+        }
+        for (; m < N; m++) xs[m] = (float)m * 1e-3f;
+        kb_convert_from_f32(KB_F16, xs, hv, N);
+        bad = 0;
+        for (int i = 0; i < N; i++) bad += hv[i] != kb_f32_to_f16(xs[i]);
+        CHECK_EQ_INT(bad, 0);
+    }
     CHECK_EQ_INT(kb_f32_to_f16(65520.0f), 0x7c00);  /* rounds to inf */
     CHECK_EQ_INT(kb_f32_to_f16(65504.0f), 0x7bff);
     CHECK_EQ_INT(kb_f32_to_bf16(1.0f), 0x3f80);
