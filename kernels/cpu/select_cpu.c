@@ -96,8 +96,10 @@ static int count_ge(const uint32_t *key, int n, uint32_t t) {
     return c;
 }
 
-/* The largest t with at least m (1 <= m <= n) of key[0..n) >= t. */
-static uint32_t key_threshold(const uint32_t *key, int n, int m) {
+/* The largest t with at least m (1 <= m <= n) of key[0..n) >= t, or a
+ * stand-in with exactly m keys >= it. *gt (if not NULL) := m in the second
+ * case, else the number of keys > t (< m): both known from the bisection. */
+static uint32_t key_threshold(const uint32_t *key, int n, int m, int *gt) {
     uint32_t mn = UINT32_MAX, mx = 0;
     int i = 0;
 #if defined(__AVX512F__)
@@ -114,26 +116,32 @@ static uint32_t key_threshold(const uint32_t *key, int n, int m) {
         mn = key[i] < mn ? key[i] : mn;
         mx = key[i] > mx ? key[i] : mx;
     }
-    uint64_t lo = mn, hi = (uint64_t)mx + 1; /* count(>= lo) >= m > count(>= hi) */
+    uint64_t lo = mn, hi = (uint64_t)mx + 1; /* count(>= lo) >= m > count(>= hi) = c_hi */
+    int c_hi = 0;
     while (hi - lo > 1) {
         uint64_t mid = lo + (hi - lo) / 2;
         int c = count_ge(key, n, (uint32_t)mid);
         if (c >= m) {
             lo = mid;
-            if (c == m) break; /* {key >= mid} is the answer; mid stands in for t */
+            if (c == m) { /* {key >= mid} is the answer; mid stands in for t */
+                c_hi = m;
+                break;
+            }
         } else {
             hi = mid;
+            c_hi = c;
         }
     }
+    if (gt) *gt = c_hi; /* hi == lo + 1 here unless the break: count(> lo) */
     return (uint32_t)lo;
 }
 
 /* out[0..m) := ascending ids (ids[i], or i when ids is NULL) of the top m
- * given t = key_threshold(key, n, m) (or a stand-in with exactly m keys >=
- * it); returns the position in out of the element of rank m - 1 (the
- * lowest key taken; among equal keys the highest index). */
-static int key_take(const uint32_t *key, const int32_t *ids, int n, int m, uint32_t t, int32_t *out) {
-    int gt = count_ge(key, n, t) == m ? m : (t == UINT32_MAX ? 0 : count_ge(key, n, t + 1));
+ * given t and gt from key_threshold(key, n, m, &gt); returns the position in
+ * out of the element of rank m - 1 (the lowest key taken; among equal keys
+ * the highest index). */
+static int key_take(const uint32_t *key, const int32_t *ids, int n, int m, uint32_t t, int gt,
+                    int32_t *out) {
     int rem = m - gt; /* elements equal to t still to take, lowest index first */
     int c = 0, i = 0;
     if (rem == 0) { /* exactly m keys >= t: take them all */
@@ -217,7 +225,7 @@ static int top_m_sorted(const float *x, int n, int m, int32_t *out) {
         /* about (q + 1) * step keys are >= the sample's rank-q key: aim at 2m + 32 */
         long q = (2L * m + 32) / step;
         if (q > SAMPLE - 1) q = SAMPLE - 1;
-        uint32_t t0 = key_threshold(smp, SAMPLE, (int)q + 1);
+        uint32_t t0 = key_threshold(smp, SAMPLE, (int)q + 1, NULL);
         uint32_t *ck = key + pad16(n);
         int32_t *cid = (int32_t *)(ck + pad16(n));
         int c = 0, i = 0;
@@ -238,10 +246,14 @@ static int top_m_sorted(const float *x, int n, int m, int32_t *out) {
             }
         if (c >= m) { /* the top m are among the candidates (every key left out is < t0) */
             for (int j = c; j < pad16(c); j++) ck[j] = 0;
-            return key_take(ck, cid, c, m, key_threshold(ck, c, m), out);
+            int gt;
+            uint32_t t = key_threshold(ck, c, m, &gt);
+            return key_take(ck, cid, c, m, t, gt, out);
         }
     }
-    return key_take(key, NULL, n, m, key_threshold(key, n, m), out);
+    int gt;
+    uint32_t t = key_threshold(key, n, m, &gt);
+    return key_take(key, NULL, n, m, t, gt, out);
 }
 
 int kb_cpu_topk(const float *x, int n, int k, int32_t *idx) {
@@ -540,17 +552,22 @@ static void topk_small_double(const double *x, int D, int r, int32_t *out) {
     }
     /* count(>= lo) >= r > count(>= hi); mx <= key(+inf) < UINT64_MAX */
     uint64_t lo = mn, hi = mx + 1;
+    int c_hi = 0, exact = 0; /* c_hi = count(>= hi) */
     while (hi - lo > 1) {
         uint64_t mid = lo + (hi - lo) / 2;
         int c = count_ge64(key, n8, mid);
         if (c >= r) {
             lo = mid;
-            if (c == r) break;
+            if (c == r) { /* exactly r keys >= lo: take them all */
+                exact = 1;
+                break;
+            }
         } else {
             hi = mid;
+            c_hi = c;
         }
     }
-    int rem = r - count_ge64(key, n8, lo + 1); /* keys equal to the threshold to take */
+    int rem = exact ? r : r - c_hi; /* keys equal to lo to take (hi == lo + 1 unless exact) */
     int c = 0;
     for (int d = 0; d < D; d++)
         if (key[d] > lo || (key[d] == lo && rem-- > 0)) out[c++] = d;
