@@ -402,10 +402,24 @@ void kb_cpu_pool1d(const float *in, int n, int K, int mode, float *out) {
  * step appends one slot to the last page: it rereads at most p - 1 recent,
  * cached K rows instead of loading the page's D scattered summary elements
  * back), then its D maxima and minima are stored, each a stored K value:
- * exact in t. */
-static void store_dim_major(kb_dtype t, const float *x, int D, void *dst, size_t ld, size_t P) {
+ * exact in t. A page that continues holds the summary of its slots before
+ * `from` (page_minmax's contract), which the recomputation passes on the
+ * way (old): only the dims whose value changed are stored. Each element
+ * stored is a write to a different cache line (dim-major rows), and a new
+ * key raises a page's max or lowers its min in few dims once the page has
+ * a few slots. */
+static inline int f32_differs(float a, float b) {
+    uint32_t x, y;
+    memcpy(&x, &a, 4);
+    memcpy(&y, &b, 4);
+    return x != y;
+}
+
+static void store_dim_major(kb_dtype t, const float *x, const float *old, int D, void *dst, size_t ld,
+                            size_t P) {
     if (t == KB_F32) {
-        for (int d = 0; d < D; d++) ((float *)dst)[(size_t)d * ld + P] = x[d];
+        for (int d = 0; d < D; d++)
+            if (!old || f32_differs(x[d], old[d])) ((float *)dst)[(size_t)d * ld + P] = x[d];
         return;
     }
     uint16_t h[256];
@@ -419,7 +433,8 @@ static void store_dim_major(kb_dtype t, const float *x, int D, void *dst, size_t
 #endif
         for (; d < m; d++) h[d] = t == KB_F16 ? kb_f32_to_f16(x[d0 + d]) : kb_f32_to_bf16(x[d0 + d]);
         uint16_t *o = (uint16_t *)dst + (size_t)d0 * ld + P;
-        for (d = 0; d < m; d++) o[(size_t)d * ld] = h[d];
+        for (d = 0; d < m; d++)
+            if (!old || f32_differs(x[d0 + d], old[d0 + d])) o[(size_t)d * ld] = h[d];
     }
 }
 
@@ -427,13 +442,18 @@ void kb_cpu_page_minmax(const kb_kvstream *s, int from, int to, int p, void *kma
                         int ld) {
     int D = s->D;
     kb_dtype t = s->dtype;
-    float sbuf[3 * 256]; /* one decode token per call: no allocation for head dims <= 256 */
-    float *buf = D <= 256 ? sbuf : KB_MALLOC(3 * (size_t)D * sizeof(float)), *row = buf, *mx = buf + D, *mn = buf + 2 * D;
+    float sbuf[5 * 256]; /* one decode token per call: no allocation for head dims <= 256 */
+    float *buf = D <= 256 ? sbuf : KB_MALLOC(5 * (size_t)D * sizeof(float)), *row = buf, *mx = buf + D,
+          *mn = buf + 2 * D, *mxo = buf + 3 * D, *mno = buf + 4 * D;
     for (long P = from / p; P * p < to; P++) {
-        int j = (int)(P * p), end = (int)KB_MIN((long)to, (P + 1) * p);
+        int j = (int)(P * p), end = (int)KB_MIN((long)to, (P + 1) * p), cont = j < from;
         simd_cvt_row(t, kvstream_krow(s, j), mx, D);
         memcpy(mn, mx, (size_t)D * sizeof(float));
         for (j++; j < end; j++) {
+            if (j == from) { /* the stored summary: slots before from */
+                memcpy(mxo, mx, (size_t)D * sizeof(float));
+                memcpy(mno, mn, (size_t)D * sizeof(float));
+            }
             simd_cvt_row(t, kvstream_krow(s, j), row, D);
             int d = 0;
 #if defined(__AVX512F__)
@@ -448,8 +468,8 @@ void kb_cpu_page_minmax(const kb_kvstream *s, int from, int to, int p, void *kma
                 mn[d] = row[d] < mn[d] ? row[d] : mn[d];
             }
         }
-        store_dim_major(t, mx, D, kmax, (size_t)ld, (size_t)P);
-        store_dim_major(t, mn, D, kmin, (size_t)ld, (size_t)P);
+        store_dim_major(t, mx, cont ? mxo : NULL, D, kmax, (size_t)ld, (size_t)P);
+        store_dim_major(t, mn, cont ? mno : NULL, D, kmin, (size_t)ld, (size_t)P);
     }
     if (buf != sbuf) free(buf);
 }
