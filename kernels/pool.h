@@ -23,8 +23,11 @@
  * fork() the child starts with no workers (they are created on first use).
  *
  * `worker` is 0 for the calling thread and 1..KB_POOL_MAX-1 for pool
- * threads (indexes per-participant scratch). Chunks must be independent
- * (any order, any thread); fn must not throw away work assuming an order. */
+ * threads (indexes per-participant scratch). Chunks run on any thread; they
+ * are claimed in increasing order (one atomic counter; the in-order
+ * fallbacks too), so a chunk may wait for a lower-numbered one, which a
+ * running participant has claimed (methods/hybrid_core.c: a row's attend
+ * waits for its select), never for a higher-numbered one. */
 #ifndef KB_POOL_H
 #define KB_POOL_H
 

@@ -2,6 +2,8 @@
 #include "methods/common.h"
 
 #include <math.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "kernels/pool.h"
@@ -12,6 +14,60 @@ void mc_parallel(const kb_kernels *kk, int n, void (*fn)(void *ctx, int i, int w
         return;
     }
     for (int i = 0; i < n; i++) fn(ctx, i, 0);
+}
+
+typedef struct sa_job {
+    void (*sel)(void *, int, int);
+    void (*att)(void *, int, int);
+    void *ctx;
+    int rows;
+    atomic_int *ready; /* [rows] row i's select finished */
+    double *busy;      /* [2 * rows] seconds in each task, waits excluded */
+} sa_job;
+
+static void sa_task(void *p, int t, int worker) {
+    const sa_job *J = p;
+    double t0 = kb_now();
+    if (t < J->rows) {
+        J->sel(J->ctx, t, worker);
+        J->busy[t] = kb_now() - t0;
+        atomic_store_explicit(&J->ready[t], 1, memory_order_release);
+        return;
+    }
+    int i = t - J->rows;
+    for (long spin = 0; !atomic_load_explicit(&J->ready[i], memory_order_acquire); spin++) {
+        if (spin < 4096) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        } else {
+            sched_yield(); /* the selecting thread is descheduled */
+        }
+    }
+    t0 = kb_now();
+    J->att(J->ctx, i, worker);
+    J->busy[t] = kb_now() - t0;
+}
+
+double mc_select_attend(const kb_kernels *kk, int rows, void (*sel)(void *ctx, int i, int worker),
+                        void (*att)(void *ctx, int i, int worker), void *ctx) {
+    if (rows <= 0) return 0;
+    atomic_int rbuf[64];
+    double bbuf[128];
+    atomic_int *ready = rows <= 64 ? rbuf : KB_MALLOC((size_t)rows * sizeof *ready);
+    double *busy = rows <= 64 ? bbuf : KB_MALLOC((size_t)2 * rows * sizeof *busy);
+    for (int i = 0; i < rows; i++) atomic_init(&ready[i], 0);
+    sa_job J = {sel, att, ctx, rows, ready, busy};
+    double t0 = kb_now();
+    mc_parallel(kk, 2 * rows, sa_task, &J);
+    double wall = kb_now() - t0, bs = 0, ba = 0;
+    for (int i = 0; i < rows; i++) {
+        bs += busy[i];
+        ba += busy[rows + i];
+    }
+    if (ready != rbuf) free(ready);
+    if (busy != bbuf) free(busy);
+    return bs + ba > 0 ? wall * bs / (bs + ba) : 0;
 }
 
 void mc_init(kb_mcommon *c, const char *who, const kb_method_params *p, const kb_method_ctx *ctx) {

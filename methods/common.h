@@ -76,6 +76,18 @@ void streams_append_view(kb_kvstream *s, int rows, const kb_prefill_view *pv);
  * (the reference kernels are not reentrant). Chunks must be independent. */
 void mc_parallel(const kb_kernels *kk, int n, void (*fn)(void *ctx, int i, int worker), void *ctx);
 
+/* A decode step's two phases over `rows` selection rows: sel(ctx, i) (choose
+ * what row i attends) and att(ctx, i) (attend it; reads only row i's
+ * selection), as one mc_parallel job of 2 * rows tasks, selects first. The
+ * pool claims tasks in increasing order, so row i's attend starts after its
+ * select was claimed and waits for it (briefly) instead of every attend
+ * waiting behind a barrier for every select: with 3 KV heads on 2 cores a
+ * barrier leaves one core idle for a task time in each phase. Returns the
+ * selection's part of the job's wall time: wall x (select busy) / (select +
+ * attend busy), the busy times excluding the waits. */
+double mc_select_attend(const kb_kernels *kk, int rows, void (*sel)(void *ctx, int i, int worker),
+                        void (*att)(void *ctx, int i, int worker), void *ctx);
+
 /* Bytes of one K+V row. */
 static inline double mc_row_bytes(const kb_mcommon *c) {
     return 2.0 * c->ctx.D * (double)kb_dtype_size(c->ctx.kv_dtype);

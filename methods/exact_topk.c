@@ -68,10 +68,10 @@ static void softmax_inplace(float *x, int n) {
 }
 
 /* A decode step: exact scores of every KV group (each a parallel job over
- * its slots), then two parallel phases over the selection rows (query heads
- * under per_head, else KV groups): top-k (with the group softmax for the
- * group policies; scores + top-k are the step's select_seconds) and the
- * attention over the chosen slots. */
+ * its slots), then two phases over the selection rows (query heads under
+ * per_head, else KV groups) in one parallel job (mc_select_attend): top-k
+ * (with the group softmax for the group policies; scores + top-k are the
+ * step's select_seconds) and the attention over the chosen slots. */
 typedef struct etk_job {
     etk_state *st;
     const kb_kernels *kk;
@@ -137,9 +137,8 @@ static void etk_decode(void *state, const float *q, const float *k, const float 
         for (int h = 0; h < G; h++)
             for (int j = 0; j < n; j++) sc[(size_t)h * st->cap + j] *= c->scale;
     }
-    mc_parallel(kk, st->rows, etk_select_row, &J);
-    c->acc.select_seconds += kb_now() - t0;
-    mc_parallel(kk, st->rows, etk_attend_row, &J);
+    double scores = kb_now() - t0;
+    c->acc.select_seconds += scores + mc_select_attend(kk, st->rows, etk_select_row, etk_attend_row, &J);
     mc_sel_begin(c, st->rows, c->p.budget);
     double distinct = 0;
     for (int i = 0; i < st->rows; i++)

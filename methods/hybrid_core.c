@@ -107,12 +107,13 @@ static int hybrid_select(const kb_hybrid *h, const kb_kernels *kk, const float *
     return c;
 }
 
-/* One decode step runs in two parallel phases over the selection rows (KV
- * groups, or query heads under per_head): select (approximate scores and
- * top-k; timed as the layer's select_seconds) and attend (exact attention
- * over the chosen slots, SparQ's mean-V correction); then the accounting on
- * this thread. Each row has its own scratch (page scores, weights, slots,
- * dims), so rows are independent. */
+/* One decode step runs two phases over the selection rows (KV groups, or
+ * query heads under per_head) in one parallel job (mc_select_attend):
+ * select (approximate scores and top-k; timed as the layer's
+ * select_seconds) and attend (exact attention over the chosen slots,
+ * SparQ's mean-V correction); then the accounting on this thread. Each row
+ * has its own scratch (page scores, weights, slots, dims): row i's attend
+ * reads only what row i's select wrote. */
 typedef struct hy_job {
     kb_hybrid *h;
     const kb_kernels *kk;
@@ -188,9 +189,8 @@ void hybrid_attend(kb_hybrid *h, const kb_kernels *kk, kb_mcommon *c, const floa
     hy_job J = {h, kk, c, q, s, out};
     double t0 = kb_now();
     if (h->per_head) hybrid_sync(h, s, kk); /* the G rows of a group share its summaries */
-    mc_parallel(kk, rows, hy_select, &J);
-    c->acc.select_seconds += kb_now() - t0;
-    mc_parallel(kk, rows, hy_attend, &J);
+    double sync = kb_now() - t0;
+    c->acc.select_seconds += sync + mc_select_attend(kk, rows, hy_select, hy_attend, &J);
 
     mc_sel_begin(c, rows, h->k);
     double read_rows = 0, approx_tokeq = 0, approx_bytes = 0, attended = 0;

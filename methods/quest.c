@@ -99,9 +99,10 @@ static int quest_pick(quest_state *st, const kb_kernels *kk, int row, const floa
     return c;
 }
 
-/* Two parallel phases over the selection rows (query heads under per_head,
- * else KV groups): select (page bounds, top pages; timed as select_seconds)
- * and attend (exact attention over the chosen pages' slots). */
+/* Two phases over the selection rows (query heads under per_head, else KV
+ * groups) in one parallel job (mc_select_attend): select (page bounds, top
+ * pages; timed as select_seconds) and attend (exact attention over the
+ * chosen pages' slots). */
 typedef struct quest_job {
     quest_state *st;
     const kb_kernels *kk;
@@ -163,9 +164,8 @@ static void quest_decode(void *state, const float *q, const float *k, const floa
     quest_job J = {st, kk, q, out, np, n};
     double t0 = kb_now();
     for (int g = 0; g < Hkv; g++) pages_sync(&st->pg[g], &st->s[g], kk);
-    mc_parallel(kk, st->rows, quest_select_row, &J);
-    c->acc.select_seconds += kb_now() - t0;
-    mc_parallel(kk, st->rows, quest_attend_row, &J);
+    double sync = kb_now() - t0;
+    c->acc.select_seconds += sync + mc_select_attend(kk, st->rows, quest_select_row, quest_attend_row, &J);
     mc_sel_begin(c, st->rows, c->bud.n_pages * P);
     double distinct = 0, attended = 0;
     for (int i = 0; i < st->rows; i++) {
