@@ -16,13 +16,13 @@
  * then yield, then sleep on a futex.
  *
  * Participants: omp_get_max_threads() of the calling thread (so --threads,
- * OMP_NUM_THREADS and omp_set_num_threads apply), at most KB_POOL_MAX.
+ * OMP_NUM_THREADS and omp_set_num_threads apply), at most KB_POOL_THREADS_MAX.
  * A call made from inside a pool chunk, from inside an OpenMP parallel
  * region, or while another thread's call is running, runs its chunks on
  * the calling thread in order (no deadlock, no oversubscription). After
  * fork() the child starts with no workers (they are created on first use).
  *
- * `worker` is 0 for the calling thread and 1..KB_POOL_MAX-1 for pool
+ * `worker` is 0 for the calling thread and 1..KB_POOL_THREADS_MAX-1 for pool
  * threads (indexes per-participant scratch). Chunks run on any thread; they
  * are claimed in increasing order (one atomic counter; the in-order
  * fallbacks too), so a chunk may wait for a lower-numbered one, which a
@@ -31,7 +31,7 @@
 #ifndef KB_POOL_H
 #define KB_POOL_H
 
-#define KB_POOL_MAX 64
+#define KB_POOL_THREADS_MAX 64
 
 typedef void (*kb_pool_fn)(void *ctx, int chunk, int worker);
 

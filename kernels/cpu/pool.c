@@ -150,7 +150,7 @@ static int ensure_workers(int k) {
 
 int kb_pool_threads(void) {
     int t = omp_get_max_threads();
-    return t < 1 ? 1 : t > KB_POOL_MAX ? KB_POOL_MAX : t;
+    return t < 1 ? 1 : t > KB_POOL_THREADS_MAX ? KB_POOL_THREADS_MAX : t;
 }
 
 void kb_pool_run(int n, kb_pool_fn fn, void *ctx) {

@@ -1,0 +1,97 @@
+/* test_pool.c - the decode worker pool (kernels/pool.h) runs every chunk
+ * exactly once, and mc_select_attend (methods/common.c) runs each row's
+ * attend only after that row's select has finished (the attend reads what
+ * the select wrote), once each, and returns a select share within the
+ * job's wall time. Four participants on any machine (oversubscribed on
+ * two cores, which is when a waiting attend must yield). */
+#include <omp.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "check.h"
+#include "kernels/kernels.h"
+#include "kernels/pool.h"
+#include "methods/common.h"
+
+double kb_now(void);
+
+static unsigned long long rs = 88172645463325252ull;
+static double urand(void) {
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return (double)(rs >> 11) * (1.0 / 9007199254740992.0);
+}
+
+#define NMAX 300
+static atomic_int runs[NMAX];
+
+static void count_chunk(void *ctx, int c, int worker) {
+    (void)ctx;
+    (void)worker;
+    atomic_fetch_add(&runs[c], 1);
+}
+
+typedef struct sa_ctx {
+    int rows;
+    double delay[64];     /* seconds each select spins before writing */
+    volatile int val[64]; /* written by select i */
+    int seen[64];         /* what attend i read */
+    atomic_int sel_runs[64], att_runs[64];
+} sa_ctx;
+
+static void spin_for(double s) {
+    double t0 = kb_now();
+    while (kb_now() - t0 < s) {
+    }
+}
+
+static void sel_row(void *p, int i, int worker) {
+    (void)worker;
+    sa_ctx *c = p;
+    atomic_fetch_add(&c->sel_runs[i], 1);
+    spin_for(c->delay[i]);
+    c->val[i] = 7 * i + 1;
+}
+
+static void att_row(void *p, int i, int worker) {
+    (void)worker;
+    sa_ctx *c = p;
+    atomic_fetch_add(&c->att_runs[i], 1);
+    c->seen[i] = c->val[i];
+}
+
+int main(void) {
+    omp_set_num_threads(4);
+    for (int trial = 0; trial < 400; trial++) {
+        int n = trial < 300 ? trial : (int)(urand() * NMAX);
+        for (int i = 0; i < NMAX; i++) atomic_store(&runs[i], 0);
+        kb_pool_run(n, count_chunk, NULL);
+        int ok = 1;
+        for (int i = 0; i < NMAX; i++) ok &= atomic_load(&runs[i]) == (i < n);
+        CHECK_MSG(ok, "kb_pool_run n=%d: a chunk ran other than once", n);
+    }
+    static sa_ctx c;
+    for (int trial = 0; trial < 1500; trial++) {
+        c.rows = 1 + trial % 9;
+        for (int i = 0; i < c.rows; i++) {
+            /* selects of a few to tens of microseconds, some much longer
+             * than the attends that wait for them */
+            c.delay[i] = urand() < 0.3 ? urand() * 60e-6 : urand() * 3e-6;
+            c.val[i] = 0;
+            c.seen[i] = -1;
+            atomic_store(&c.sel_runs[i], 0);
+            atomic_store(&c.att_runs[i], 0);
+        }
+        double t0 = kb_now();
+        double share = mc_select_attend(&kb_kernels_cpu, c.rows, sel_row, att_row, &c);
+        double wall = kb_now() - t0;
+        int ok = 1;
+        for (int i = 0; i < c.rows; i++)
+            ok &= c.seen[i] == 7 * i + 1 && atomic_load(&c.sel_runs[i]) == 1 && atomic_load(&c.att_runs[i]) == 1;
+        CHECK_MSG(ok, "mc_select_attend rows=%d trial=%d: an attend ran before its select or a task ran "
+                      "other than once", c.rows, trial);
+        CHECK_MSG(share >= 0 && share <= wall, "select share %g s of a %g s job", share, wall);
+    }
+    return check_summary("test_pool");
+}
