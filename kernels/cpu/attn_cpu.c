@@ -137,45 +137,62 @@ static ALWAYS_INLINE void scores16(const int G, const int DV, const kb_dtype dt,
 }
 
 /* Attention over one chunk (rows as in scores16) into part, in one
- * software-pipelined pass: block b's K
- * rows are converted and scored (each head's 16-lane partial dots go to
- * dbuf) in the same row loop that accumulates block b-1's V rows with their
- * weights, so every row of the loop loads from both streams and does both
- * kinds of work (a loop that reads K for a whole chunk and then V from
- * cache left the memory idle for a third of the time). After a block's row
- * loop: 16 scores per head (hsum16x16), the online softmax (running max;
- * acc and sum rescaled when it rises), the weights for the next loop. */
+ * software-pipelined pass over blocks of 16 rows: the row loop of iteration
+ * b converts and scores block b's K rows (each head's 16-lane partial dots
+ * to dbuf), runs block b-1's softmax (16 scores per head by hsum16x16, the
+ * running max, the weights; head g after row 16g/G) and accumulates block
+ * b-2's V rows with their weights. Every row of the loop thus loads from
+ * both streams and mixes the kinds of work (reading K for a whole chunk and
+ * then V from cache left memory idle a third of the time). A rise of the
+ * max found at block b-1's softmax rescales the sum at once and acc at the
+ * start of iteration b+1, when acc holds exactly the blocks before b-1. */
 static ALWAYS_INLINE void attn16(const int G, const int DV, const kb_dtype dt, const float *qs,
-                                  const kb_kvstream *s, const int32_t *idx, int j0, int j1,
-                                  dec_part *part) {
+                                   const kb_kvstream *s, const int32_t *idx, int j0, int j1,
+                                   dec_part *part) {
     const size_t esz = dt == KB_F32 ? 4 : 2, rb = (size_t)DV * 16 * esz;
     const char *K = s->K, *V = s->V;
     const int pf = (int)((DEC_PF_BYTES + rb - 1) / rb);
     const int lim = idx ? j1 : s->n;
-    float dbuf[GMAX_V][16][16] __attribute__((aligned(64)));
-    float pb[GMAX_V][16] __attribute__((aligned(64)));
-    float mrun[GMAX_V];
+    float dbuf[2][GMAX_V][16][16] __attribute__((aligned(64)));
+    float pb[2][GMAX_V][16] __attribute__((aligned(64)));
+    float mrun[GMAX_V], corr[GMAX_V];
     __m512 lsum[GMAX_V], acc[GMAX_V][DMAX_V];
 #pragma GCC unroll 8
     for (int g = 0; g < G; g++) {
         mrun[g] = -INFINITY;
+        corr[g] = 1.0f;
         lsum[g] = _mm512_setzero_ps();
 #pragma GCC unroll 16
         for (int t = 0; t < DV; t++) acc[g][t] = _mm512_setzero_ps();
     }
     for (int jj = j0; jj < KB_MIN(j0 + pf, lim); jj++) prefetch_row(K, V, (size_t)(idx ? idx[jj] : jj), rb);
-    int prev = -1, prev_nr = 0; /* the block whose V rows the next row loop accumulates */
-    for (int j = j0;; j += 16) {
-        int nr = j < j1 ? KB_MIN(16, j1 - j) : 0; /* 0: past the end, only the last block's V */
+    const int n = j1 - j0;
+    for (int b = 0;; b++) {
+        int j = j0 + 16 * b;
+        int nr = KB_MAX(0, KB_MIN(16, n - 16 * b));
+        int nr1 = b >= 1 ? KB_MAX(0, KB_MIN(16, n - 16 * (b - 1))) : 0;
+        int nr2 = b >= 2 ? KB_MAX(0, KB_MIN(16, n - 16 * (b - 2))) : 0;
+        if (!nr && !nr1 && !nr2) break;
+        /* a rise found at block b-2's softmax: acc holds the blocks before b-2 */
+#pragma GCC unroll 8
+        for (int g = 0; g < G; g++)
+            if (corr[g] != 1.0f) {
+                __m512 c = _mm512_set1_ps(corr[g]);
+#pragma GCC unroll 16
+                for (int t = 0; t < DV; t++) acc[g][t] = _mm512_mul_ps(acc[g][t], c);
+                corr[g] = 1.0f;
+            }
+        float(*dcur)[16][16] = dbuf[b & 1], (*dprev)[16][16] = dbuf[(b + 1) & 1];
+        float(*pnew)[16] = pb[(b + 1) & 1], (*pold)[16] = pb[b & 1];
         for (int r = 0; r < 16; r++) {
             if (r < nr) {
                 int jp = j + r + pf;
                 if (jp < lim) prefetch_row(K, V, (size_t)(idx ? idx[jp] : jp), rb);
             }
             if (nr) {
-                int rr = r < nr ? r : nr - 1; /* rows past the end repeat the last; masked below */
+                int rr = r < nr ? r : nr - 1;
                 size_t row = (size_t)(idx ? idx[j + rr] : j + rr);
-                __m512 k[DMAX_V] = {0}; /* (only k[0..DV) is used) */
+                __m512 k[DMAX_V] = {0};
 #pragma GCC unroll 16
                 for (int t = 0; t < DV; t++) k[t] = ld16(dt, K + row * rb + t * 16 * esz);
 #pragma GCC unroll 8
@@ -184,45 +201,43 @@ static ALWAYS_INLINE void attn16(const int G, const int DV, const kb_dtype dt, c
                     __m512 a = _mm512_mul_ps(_mm512_loadu_ps(qg), k[0]);
 #pragma GCC unroll 16
                     for (int t = 1; t < DV; t++) a = _mm512_fmadd_ps(_mm512_loadu_ps(qg + 16 * t), k[t], a);
-                    _mm512_store_ps(dbuf[g][r], a);
+                    _mm512_store_ps(dcur[g][r], a);
                 }
             }
-            if (r < prev_nr) {
-                size_t row = (size_t)(idx ? idx[prev + r] : prev + r);
+            if (nr1) {
+#pragma GCC unroll 8
+                for (int g = 0; g < G; g++) {
+                    if ((g * 16) / G != r) continue;
+                    __m512 d[16];
+#pragma GCC unroll 16
+                    for (int u = 0; u < 16; u++) d[u] = _mm512_load_ps(dprev[g][u]);
+                    __mmask16 valid = (__mmask16)((1u << nr1) - 1);
+                    __m512 x = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), valid, simd_hsum16x16(d));
+                    float bm = _mm512_reduce_max_ps(x);
+                    if (bm > mrun[g]) {
+                        float c = mrun[g] == -INFINITY ? 0.0f : simd_exp1(mrun[g] - bm);
+                        lsum[g] = _mm512_mul_ps(lsum[g], _mm512_set1_ps(c));
+                        corr[g] = c;
+                        mrun[g] = bm;
+                    }
+                    __m512 p = simd_exp512(_mm512_sub_ps(x, _mm512_set1_ps(mrun[g])));
+                    lsum[g] = _mm512_add_ps(lsum[g], p);
+                    _mm512_store_ps(pnew[g], p);
+                }
+            }
+            if (r < nr2) {
+                size_t row = (size_t)(idx ? idx[j - 32 + r] : j - 32 + r);
                 __m512 v[DMAX_V] = {0};
 #pragma GCC unroll 16
                 for (int t = 0; t < DV; t++) v[t] = ld16(dt, V + row * rb + t * 16 * esz);
 #pragma GCC unroll 8
                 for (int g = 0; g < G; g++) {
-                    __m512 w = _mm512_set1_ps(pb[g][r]);
+                    __m512 w = _mm512_set1_ps(pold[g][r]);
 #pragma GCC unroll 16
                     for (int t = 0; t < DV; t++) acc[g][t] = _mm512_fmadd_ps(w, v[t], acc[g][t]);
                 }
             }
         }
-        if (!nr) break;
-        __mmask16 valid = (__mmask16)((1u << nr) - 1);
-#pragma GCC unroll 8
-        for (int g = 0; g < G; g++) {
-            __m512 d[16];
-#pragma GCC unroll 16
-            for (int r = 0; r < 16; r++) d[r] = _mm512_load_ps(dbuf[g][r]);
-            __m512 x = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), valid, simd_hsum16x16(d));
-            float bm = _mm512_reduce_max_ps(x);
-            if (bm > mrun[g]) {
-                /* acc and lsum hold the blocks before this one, relative to mrun */
-                __m512 corr = _mm512_set1_ps(mrun[g] == -INFINITY ? 0.0f : simd_exp1(mrun[g] - bm));
-                lsum[g] = _mm512_mul_ps(lsum[g], corr);
-#pragma GCC unroll 16
-                for (int t = 0; t < DV; t++) acc[g][t] = _mm512_mul_ps(acc[g][t], corr);
-                mrun[g] = bm;
-            }
-            __m512 p = simd_exp512(_mm512_sub_ps(x, _mm512_set1_ps(mrun[g])));
-            lsum[g] = _mm512_add_ps(lsum[g], p);
-            _mm512_store_ps(pb[g], p);
-        }
-        prev = j;
-        prev_nr = nr;
     }
 #pragma GCC unroll 8
     for (int g = 0; g < G; g++) {
