@@ -65,5 +65,8 @@ extern int check_failures, check_count;
     } while (0)
 
 int check_summary(const char *name);
+/* Uniform in [0, 1): xorshift64 from a fixed seed, so every test binary
+ * draws the same sequence run after run. */
+double check_urand(void);
 
 #endif

@@ -14,27 +14,19 @@ static int32_t argmax_def(const float *x, int n) {
     return best;
 }
 
-static unsigned long long rs = 88172645463325252ull;
-static double urand(void) {
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return (double)(rs >> 11) * (1.0 / 9007199254740992.0);
-}
-
 int main(void) {
     static float x[49152 + 7];
     for (int trial = 0; trial < 600; trial++) {
-        int n = trial < 500 ? 1 + (int)(urand() * 200) : 49152 + (int)(urand() * 8);
+        int n = trial < 500 ? 1 + (int)(check_urand() * 200) : 49152 + (int)(check_urand() * 8);
         int kind = trial % 5;
         for (int i = 0; i < n; i++) {
-            if (kind == 0) x[i] = (float)(int)(urand() * 4); /* many ties */
-            else if (kind == 1) x[i] = urand() < 0.5 ? 0.0f : -0.0f;
-            else x[i] = (float)(urand() * 40 - 20);
-            if (kind == 3 && urand() < 0.1) x[i] = urand() < 0.5 ? NAN : -INFINITY;
+            if (kind == 0) x[i] = (float)(int)(check_urand() * 4); /* many ties */
+            else if (kind == 1) x[i] = check_urand() < 0.5 ? 0.0f : -0.0f;
+            else x[i] = (float)(check_urand() * 40 - 20);
+            if (kind == 3 && check_urand() < 0.1) x[i] = check_urand() < 0.5 ? NAN : -INFINITY;
         }
-        if (kind == 4 && urand() < 0.5) x[0] = NAN;
-        if (kind == 4) x[(int)(urand() * n)] = INFINITY;
+        if (kind == 4 && check_urand() < 0.5) x[0] = NAN;
+        if (kind == 4) x[(int)(check_urand() * n)] = INFINITY;
         CHECK_MSG(logits_argmax(x, n) == argmax_def(x, n), "argmax n=%d kind=%d: %d vs %d", n, kind,
                   logits_argmax(x, n), argmax_def(x, n));
     }

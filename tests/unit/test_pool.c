@@ -15,14 +15,6 @@
 
 double kb_now(void);
 
-static unsigned long long rs = 88172645463325252ull;
-static double urand(void) {
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return (double)(rs >> 11) * (1.0 / 9007199254740992.0);
-}
-
 #define NMAX 300
 static atomic_int runs[NMAX];
 
@@ -64,7 +56,7 @@ static void att_row(void *p, int i, int worker) {
 int main(void) {
     omp_set_num_threads(4);
     for (int trial = 0; trial < 400; trial++) {
-        int n = trial < 300 ? trial : (int)(urand() * NMAX);
+        int n = trial < 300 ? trial : (int)(check_urand() * NMAX);
         for (int i = 0; i < NMAX; i++) atomic_store(&runs[i], 0);
         kb_pool_run(n, count_chunk, NULL);
         int ok = 1;
@@ -77,7 +69,7 @@ int main(void) {
         for (int i = 0; i < c.rows; i++) {
             /* selects of a few to tens of microseconds, some much longer
              * than the attends that wait for them */
-            c.delay[i] = urand() < 0.3 ? urand() * 60e-6 : urand() * 3e-6;
+            c.delay[i] = check_urand() < 0.3 ? check_urand() * 60e-6 : check_urand() * 3e-6;
             c.val[i] = 0;
             c.seen[i] = -1;
             atomic_store(&c.sel_runs[i], 0);

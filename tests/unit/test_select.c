@@ -12,15 +12,8 @@
 #include "check.h"
 #include "kernels/select.h"
 
-static unsigned long long rs = 88172645463325252ULL;
-static double urand(void) {
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return (double)(rs >> 11) * (1.0 / 9007199254740992.0);
-}
 static float nrand(void) {
-    double u = urand(), v = urand();
+    double u = check_urand(), v = check_urand();
     if (u < 1e-300) u = 1e-300;
     return (float)(sqrt(-2 * log(u)) * cos(6.283185307179586 * v));
 }
@@ -64,12 +57,12 @@ static void test_topk(void) {
     int32_t a[2100], b[2100], c[2100];
     float x[2100];
     for (int trial = 0; trial < 300; trial++) {
-        int n = 1 + (int)(urand() * (trial < 200 ? 60 : 2000));
+        int n = 1 + (int)(check_urand() * (trial < 200 ? 60 : 2000));
         int levels = trial % 3 == 0 ? 3 : 1000000; /* many exact ties or almost none */
-        for (int i = 0; i < n; i++) x[i] = (float)(int)(urand() * levels);
-        if (trial % 7 == 0) x[(int)(urand() * n)] = NAN;
-        if (trial % 5 == 0) x[(int)(urand() * n)] = -INFINITY;
-        int k = (int)(urand() * (n + 3)) - 1;
+        for (int i = 0; i < n; i++) x[i] = (float)(int)(check_urand() * levels);
+        if (trial % 7 == 0) x[(int)(check_urand() * n)] = NAN;
+        if (trial % 5 == 0) x[(int)(check_urand() * n)] = -INFINITY;
+        int k = (int)(check_urand() * (n + 3)) - 1;
         int nd = topk_def(x, n, k, a);
         int nr = kb_ref_topk(x, n, k, b);
         int nc = kb_cpu_topk(x, n, k, c);
@@ -100,15 +93,15 @@ static void test_topk_keys(void) {
     static float x[6000];
     static int32_t a[6000], c[6000];
     for (int trial = 0; trial < 60; trial++) {
-        int n = trial < 20 ? 1 + (int)(urand() * 40) : 1024 + (int)(urand() * 4000);
+        int n = trial < 20 ? 1 + (int)(check_urand() * 40) : 1024 + (int)(check_urand() * 4000);
         int kind = trial % 4;
         for (int i = 0; i < n; i++) {
-            if (kind == 0) x[i] = urand() < 0.5 ? 0.0f : -0.0f;
-            else if (kind == 1) x[i] = (float)(int)(urand() * 7) - 3.0f;
+            if (kind == 0) x[i] = check_urand() < 0.5 ? 0.0f : -0.0f;
+            else if (kind == 1) x[i] = (float)(int)(check_urand() * 7) - 3.0f;
             else x[i] = (float)nrand();
-            if (kind == 3 && urand() < 0.05) x[i] = urand() < 0.5 ? NAN : -INFINITY;
+            if (kind == 3 && check_urand() < 0.05) x[i] = check_urand() < 0.5 ? NAN : -INFINITY;
         }
-        int ks[4] = {1, n / 16 + 1, n / 8, (int)(urand() * n) + 1};
+        int ks[4] = {1, n / 16 + 1, n / 8, (int)(check_urand() * n) + 1};
         for (int j = 0; j < 4; j++) {
             int k = ks[j] < 1 ? 1 : ks[j];
             int nd = topk_def(x, n, k, a), nc = kb_cpu_topk(x, n, k, c);
@@ -118,9 +111,9 @@ static void test_topk_keys(void) {
     /* pages: 300..1500 pages of p = 3, scores with and without ties */
     static float ps[1600];
     for (int trial = 0; trial < 40; trial++) {
-        int p = 3, np = 300 + (int)(urand() * 1200), n = np * p - (int)(urand() * p);
-        for (int P = 0; P < np; P++) ps[P] = trial % 2 ? (float)(int)(urand() * 5) : (float)nrand();
-        int k = 1 + (int)(urand() * (trial % 3 ? 200 : n));
+        int p = 3, np = 300 + (int)(check_urand() * 1200), n = np * p - (int)(check_urand() * p);
+        for (int P = 0; P < np; P++) ps[P] = trial % 2 ? (float)(int)(check_urand() * 5) : (float)nrand();
+        int k = 1 + (int)(check_urand() * (trial % 3 ? 200 : n));
         int nr = kb_ref_topk_pages(ps, n, p, k, a), nc = kb_cpu_topk_pages(ps, n, p, k, c);
         CHECK_MSG(same_idx(a, nr, c, nc), "topk_pages keys n=%d k=%d", n, k);
     }
@@ -130,11 +123,11 @@ static void test_topk_pages(void) {
     int32_t a[4000], b[4000];
     float ps[1000];
     for (int trial = 0; trial < 400; trial++) {
-        int p = 1 + (int)(urand() * 6);
-        int n = 1 + (int)(urand() * 400);
+        int p = 1 + (int)(check_urand() * 6);
+        int n = 1 + (int)(check_urand() * 400);
         int np = (n + p - 1) / p;
-        for (int P = 0; P < np; P++) ps[P] = (float)(int)(urand() * (trial % 2 ? 4 : 1000));
-        int k = (int)(urand() * (n + 2));
+        for (int P = 0; P < np; P++) ps[P] = (float)(int)(check_urand() * (trial % 2 ? 4 : 1000));
+        int k = (int)(check_urand() * (n + 2));
         int nr = kb_ref_topk_pages(ps, n, p, k, a);
         int nc = kb_cpu_topk_pages(ps, n, p, k, b);
         CHECK_MSG(same_idx(a, nr, b, nc), "topk_pages n=%d p=%d k=%d", n, p, k);
@@ -161,8 +154,8 @@ static void test_topk_pages(void) {
 static void test_pool(void) {
     float in[300], o1[300], o2[300];
     for (int trial = 0; trial < 200; trial++) {
-        int n = 1 + (int)(urand() * 290);
-        int K = 1 + 2 * (int)(urand() * 40);
+        int n = 1 + (int)(check_urand() * 290);
+        int K = 1 + 2 * (int)(check_urand() * 40);
         for (int i = 0; i < n; i++) in[i] = nrand();
         for (int mode = 0; mode < 2; mode++) {
             kb_ref_pool1d(in, n, K, mode, o1);
@@ -202,7 +195,7 @@ static void fill_stream(kb_kvstream *s, int n, int D, kb_dtype t) {
 static void test_pages(void) {
     const kb_kernels *kk[2] = {&kb_kernels_ref, &kb_kernels_cpu};
     for (int trial = 0; trial < 40; trial++) {
-        int D = 8 + 8 * (trial % 3), p = 1 + trial % 5, n = 1 + (int)(urand() * 150);
+        int D = 8 + 8 * (trial % 3), p = 1 + trial % 5, n = 1 + (int)(check_urand() * 150);
         kb_kvstream s;
         /* every dtype with both kernel tables (summaries are kept in it) */
         fill_stream(&s, n, D, trial / 2 % 3 == 0 ? KB_F32 : trial / 2 % 3 == 1 ? KB_F16 : KB_BF16);
@@ -272,15 +265,15 @@ static void test_pages(void) {
 static void test_hybrid_dims_ties(void) {
     for (int trial = 0; trial < 60; trial++) {
         int D = trial % 3 == 0 ? 128 : 64, G = 1 + trial % 4, p = 2, n = 40;
-        int r = 1 + (int)(urand() * D);
+        int r = 1 + (int)(check_urand() * D);
         kb_kvstream s;
         fill_stream(&s, n, D, KB_F16);
         kb_pages pg;
         pages_init(&pg, p, D);
         pages_sync(&pg, &s, &kb_kernels_cpu);
         float q[4 * 128];
-        for (int i = 0; i < G * D; i++) q[i] = (float)((int)(urand() * 5) - 2);
-        if (trial % 4 == 1) q[(int)(urand() * G * D)] = NAN;
+        for (int i = 0; i < G * D; i++) q[i] = (float)((int)(check_urand() * 5) - 2);
+        if (trial % 4 == 1) q[(int)(check_urand() * G * D)] = NAN;
         float a[32], b[32], wa[4 * 32], wb[4 * 32];
         int32_t da[128], db[128];
         kb_ref_hybrid_scores(q, G, D, r, pg.kmax, pg.kmin, pg.cap, &s, n, p, a, wa, da);
@@ -297,7 +290,7 @@ static void test_hybrid_scores(void) {
          * multiple of the vector width */
         int D = trial % 7 == 6 ? 40 : 16 * (1 + trial % 4), p = 1 + trial % 4;
         int G = trial % 10 == 9 ? 9 : trial % 10 == 8 ? 8 : 1 + trial % 4;
-        int n = 1 + (int)(urand() * 300), r = 1 + (int)(urand() * D);
+        int n = 1 + (int)(check_urand() * 300), r = 1 + (int)(check_urand() * D);
         kb_kvstream s;
         fill_stream(&s, n, D, trial % 3 == 0 ? KB_F32 : trial % 3 == 1 ? KB_F16 : KB_BF16);
         kb_pages pg;
@@ -332,8 +325,8 @@ static void test_hybrid_scores(void) {
 
 static void test_snapkv_scores_and_gather(void) {
     for (int trial = 0; trial < 30; trial++) {
-        int D = 16 + 16 * (trial % 3), G = 1 + trial % 3, n = 1 + (int)(urand() * 200);
-        int nq = 1 + (int)(urand() * (n < 40 ? n : 40));
+        int D = 16 + 16 * (trial % 3), G = 1 + trial % 3, n = 1 + (int)(check_urand() * 200);
+        int nq = 1 + (int)(check_urand() * (n < 40 ? n : 40));
         kb_kvstream s;
         fill_stream(&s, n, D, trial % 2 ? KB_F16 : KB_BF16);
         /* non-contiguous positions: the mask must follow positions, not slots */
@@ -355,7 +348,7 @@ static void test_snapkv_scores_and_gather(void) {
         int32_t idx[256];
         int k = 0;
         for (int j = 0; j < n; j++)
-            if (urand() < 0.3) idx[k++] = urand() < 0.2 ? -1 : j;
+            if (check_urand() < 0.3) idx[k++] = check_urand() < 0.2 ? -1 : j;
         float *o1 = malloc((size_t)G * D * sizeof(float)), *o2 = malloc((size_t)G * D * sizeof(float));
         kb_ref_attn_gather(Q, G, &s, idx, k, scale, o1);
         kb_cpu_attn_gather(Q, G, &s, idx, k, scale, o2);
