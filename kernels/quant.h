@@ -65,6 +65,20 @@ void kb_matvec(uint32_t type, const void *W, size_t row_bytes, int rows, int col
 void kb_matvec_exact(uint32_t type, const void *W, size_t row_bytes, int rows, int cols,
                      const float *x, float *y);
 
+/* n mat-vecs that share x and cols, y_i = W_i x, as one job of the worker
+ * pool (one preparation of x, one dispatch, one wait; decode's Q/K/V and
+ * gate/up projections). Each y_i is bit for bit what kb_matvec(type_i, W_i,
+ * row_bytes_i, rows_i, cols, x, y_i) computes, in either mode (q8 runs them
+ * one after the other). The y_i must not overlap x or each other. */
+typedef struct kb_mv {
+    uint32_t type;
+    const void *W;
+    size_t row_bytes;
+    int rows;
+    float *y;
+} kb_mv;
+void kb_matvec_multi(const kb_mv *mv, int n, int cols, const float *x);
+
 /* llama.cpp-like numerics, for comparing speed with llama.cpp (not exact).
  * For Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0, x is first quantised like
  * llama.cpp's Q8_0/Q8_1 activations: per block b of 32, dx_b = max|x_b|/127

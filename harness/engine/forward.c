@@ -91,6 +91,26 @@ static void proj(kb_forward *f, const kb_weight *W, const float *X, int n, int l
     f->proj_flops += 2.0 * n * W->rows * W->cols;
 }
 
+/* Projections of one input X by k weights W[i] (same cols) into Y[i]
+ * (ldy[i] floats per token). A decode token's are one pool job
+ * (kb_matvec_multi: one preparation of x, one dispatch and one wait instead
+ * of k; the same values as k kb_matvec calls). */
+static void proj_same_x(kb_forward *f, int k, const kb_weight *const *W, const float *X, int n,
+                        int ldx, float *const *Y, const int *ldy) {
+    if (n > 1) {
+        for (int i = 0; i < k; i++) proj(f, W[i], X, n, ldx, Y[i], ldy[i]);
+        return;
+    }
+    double t0 = kb_now();
+    kb_mv mv[4];
+    for (int i = 0; i < k; i++) {
+        mv[i] = (kb_mv){W[i]->type, W[i]->data, W[i]->row_bytes, W[i]->rows, Y[i]};
+        f->proj_flops += 2.0 * W[i]->rows * W[i]->cols;
+    }
+    kb_matvec_multi(mv, k, W[0]->cols, X);
+    f->t_proj += kb_now() - t0;
+}
+
 /* hb[i] = silu(hb[i]) * hb2[i] on the worker pool (libm expf: the same
  * values as one thread; a decode token's 1536 expf were ~12 us of serial
  * work per layer). */
@@ -123,9 +143,12 @@ static int layer_forward(kb_forward *f, int l, int nb, const int32_t *pos, kb_at
     int E = hp->n_embd, D = hp->head_dim, q_dim = hp->n_head * D, kv_dim = hp->n_head_kv * D;
     for (int t = 0; t < nb; t++)
         rmsnorm(f->xb + (size_t)t * E, f->x + (size_t)t * E, L->attn_norm, E, hp->rms_eps);
-    proj(f, &L->wq, f->xb, nb, E, f->q, q_dim);
-    proj(f, &L->wk, f->xb, nb, E, f->k, kv_dim);
-    proj(f, &L->wv, f->xb, nb, E, f->v, kv_dim);
+    {
+        const kb_weight *W[3] = {&L->wq, &L->wk, &L->wv};
+        float *Y[3] = {f->q, f->k, f->v};
+        int ldy[3] = {q_dim, kv_dim, kv_dim};
+        proj_same_x(f, 3, W, f->xb, nb, E, Y, ldy);
+    }
     for (int t = 0; t < nb; t++) {
         rope(f, f->q + (size_t)t * q_dim, hp->n_head, D, m->inv_freq, pos[t]);
         rope(f, f->k + (size_t)t * kv_dim, hp->n_head_kv, D, m->inv_freq, pos[t]);
@@ -142,8 +165,12 @@ static int layer_forward(kb_forward *f, int l, int nb, const int32_t *pos, kb_at
     for (size_t i = 0; i < (size_t)nb * E; i++) f->x[i] += f->xb[i];
     for (int t = 0; t < nb; t++)
         rmsnorm(f->xb + (size_t)t * E, f->x + (size_t)t * E, L->ffn_norm, E, hp->rms_eps);
-    proj(f, &L->gate, f->xb, nb, E, f->hb, hp->n_ff);
-    proj(f, &L->up, f->xb, nb, E, f->hb2, hp->n_ff);
+    {
+        const kb_weight *W[2] = {&L->gate, &L->up};
+        float *Y[2] = {f->hb, f->hb2};
+        int ldy[2] = {hp->n_ff, hp->n_ff};
+        proj_same_x(f, 2, W, f->xb, nb, E, Y, ldy);
+    }
     silu_mul(f->hb, f->hb2, (size_t)nb * hp->n_ff);
     proj(f, &L->down, f->hb, nb, hp->n_ff, f->xb, E);
     for (size_t i = 0; i < (size_t)nb * E; i++) f->x[i] += f->xb[i];

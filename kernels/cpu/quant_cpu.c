@@ -766,10 +766,22 @@ static int min_mult_for(uint32_t type) {
  * thread so a late or descheduled thread leaves little for the others. */
 #define MATVEC_CHUNK_BYTES (64 * 1024)
 
-/* Runs fn over row chunks of a multiple of 16 rows (64 bytes of y: two
- * threads never write the same cache line; row groups start at multiples
- * of 16 whatever the split, so results do not depend on it), through the
- * worker pool (kernels/pool.h), or on the calling thread for small W. */
+/* Rows per pool chunk of one matrix: a multiple of 16 rows (64 bytes of y:
+ * two threads never write one cache line; row groups start at multiples of
+ * 16 whatever the split, so results do not depend on it) of about
+ * MATVEC_CHUNK_BYTES, at least 4 chunks per thread. Guided sizes (shrinking
+ * towards the end) measured ~5% slower on SmolLM2's decode mat-vecs: every
+ * chunk starts with a cold prefetch window. */
+static long mv_rows_per_chunk(int rows, size_t row_bytes, int nthr) {
+    long per = (long)(MATVEC_CHUNK_BYTES / (row_bytes ? row_bytes : 1));
+    long cap = (rows + 4L * nthr - 1) / (4L * nthr);
+    if (per > cap) per = cap;
+    per = (per + 15) / 16 * 16;
+    return per < 16 ? 16 : per;
+}
+
+/* Runs fn over row chunks (mv_rows_per_chunk) through the worker pool
+ * (kernels/pool.h), or on the calling thread for small W. */
 static void mv_split(int rows, size_t row_bytes, int *rpc, kb_pool_fn fn, void *job) {
     size_t total = (size_t)rows * row_bytes;
     int nthr = total >= MATVEC_PAR_BYTES ? kb_pool_threads() : 1;
@@ -778,11 +790,7 @@ static void mv_split(int rows, size_t row_bytes, int *rpc, kb_pool_fn fn, void *
         fn(job, 0, 0);
         return;
     }
-    long per = (long)(MATVEC_CHUNK_BYTES / (row_bytes ? row_bytes : 1));
-    long cap = (rows + 4L * nthr - 1) / (4L * nthr);
-    if (per > cap) per = cap;
-    per = (per + 15) / 16 * 16;
-    if (per < 16) per = 16;
+    long per = mv_rows_per_chunk(rows, row_bytes, nthr);
     *rpc = (int)per;
     kb_pool_run((int)((rows + per - 1) / per), fn, job);
 }
@@ -1332,42 +1340,91 @@ static void rows_exact(uint32_t type, const uint8_t *w, size_t row_bytes, int r0
     for (int r = r0; r < r1; r++) y[r] = rowx_generic(type, w + (size_t)r * row_bytes, c->cols, c->x);
 }
 
+/* One pool chunk of kb_matvec_multi: rows [r0, r1) of matrix `item`. */
+typedef struct mv_piece {
+    int item, r0, r1;
+} mv_piece;
+
 typedef struct mvx_job {
-    uint32_t type;
-    const uint8_t *w;
-    size_t row_bytes;
-    int rows;
+    const kb_mv *mv;
     const xctx *c;
-    float *y;
-    int rpc; /* rows per chunk */
+    const mv_piece *pc;
 } mvx_job;
 
 static void mvx_chunk(void *p, int i, int worker) {
     (void)worker;
     const mvx_job *j = p;
-    int r0 = i * j->rpc, r1 = KB_MIN(j->rows, r0 + j->rpc);
-    if (r0 < r1) rows_exact(j->type, j->w, j->row_bytes, r0, r1, j->c, j->y);
+    const mv_piece *q = &j->pc[i];
+    const kb_mv *m = &j->mv[q->item];
+    rows_exact(m->type, m->W, m->row_bytes, q->r0, q->r1, j->c, m->y);
 }
 
-void kb_matvec_exact(uint32_t type, const void *W, size_t row_bytes, int rows, int cols,
-                     const float *x, float *y) {
-    if (rows <= 0) return;
+/* Splits the rows of n matrices into pool chunks of mv_rows_per_chunk rows,
+ * in order, none crossing a matrix. Writes at most max pieces (pc NULL: only
+ * counts them). */
+static int mv_plan(const kb_mv *mv, int n, int nthr, mv_piece *pc, int max) {
+    int np = 0;
+    for (int i = 0; i < n; i++) {
+        long per = mv_rows_per_chunk(mv[i].rows, mv[i].row_bytes, nthr);
+        for (long r0 = 0; r0 < mv[i].rows; r0 += per) {
+            if (pc && np < max) pc[np] = (mv_piece){i, (int)r0, (int)KB_MIN((long)mv[i].rows, r0 + per)};
+            np++;
+        }
+    }
+    return np;
+}
+
+/* The exact path of kb_matvec_multi (every matrix's cols and x shared). */
+static void matvec_multi_exact(const kb_mv *mv, int n, int cols, const float *x) {
+    size_t total = 0;
+    int sums = 0, perm = 0;
+    for (int i = 0; i < n; i++) {
+        uint32_t t = mv[i].type;
+        total += mv[i].rows > 0 ? (size_t)mv[i].rows * mv[i].row_bytes : 0;
+        sums |= t == GGML_Q4_1 || t == GGML_Q5_1 || t == GGML_Q4_K;
+        perm |= t == GGML_Q4_0 || t == GGML_Q4_1;
+    }
+    if (!total) return;
     xctx c;
     size_t base = xctx_floats(cols / 32), need = base + (size_t)cols; /* + xp */
     float stackbuf[8192] __attribute__((aligned(64)));
     float *heap = NULL, *buf = stackbuf;
     if (need > KB_ARRAY_LEN(stackbuf)) buf = heap = KB_AMALLOC(need * sizeof(float));
-    int sums = type == GGML_Q4_1 || type == GGML_Q5_1 || type == GGML_Q4_K;
+    xctx_init(&c, x, cols, buf, sums); /* the sums and xp are read only by types that need them */
 #if defined(__AVX512F__) && !defined(NO_K4T)
-    if (type == GGML_Q4_1) sums = 0; /* m is in the block table */
+    if (perm) xperm_init(&c, buf + base);
+#else
+    (void)perm;
 #endif
-    xctx_init(&c, x, cols, buf, sums);
-#if defined(__AVX512F__) && !defined(NO_K4T)
-    if (type == GGML_Q4_0 || type == GGML_Q4_1) xperm_init(&c, buf + base);
-#endif
-    mvx_job j = {type, W, row_bytes, rows, &c, y, 0};
-    mv_split(rows, row_bytes, &j.rpc, mvx_chunk, &j);
+    int nthr = total >= MATVEC_PAR_BYTES ? kb_pool_threads() : 1;
+    if (nthr <= 1) {
+        for (int i = 0; i < n; i++)
+            if (mv[i].rows > 0) rows_exact(mv[i].type, mv[i].W, mv[i].row_bytes, 0, mv[i].rows, &c, mv[i].y);
+    } else {
+        mv_piece stackpc[1024], *pc = stackpc, *pheap = NULL;
+        int np = mv_plan(mv, n, nthr, NULL, 0);
+        if (np > (int)KB_ARRAY_LEN(stackpc)) pc = pheap = KB_MALLOC((size_t)np * sizeof(*pc));
+        mv_plan(mv, n, nthr, pc, np);
+        mvx_job j = {mv, &c, pc};
+        kb_pool_run(np, mvx_chunk, &j);
+        free(pheap);
+    }
     if (heap) kb_afree(heap);
+}
+
+void kb_matvec_exact(uint32_t type, const void *W, size_t row_bytes, int rows, int cols,
+                     const float *x, float *y) {
+    kb_mv m = {type, W, row_bytes, rows, y};
+    matvec_multi_exact(&m, 1, cols, x);
+}
+
+void kb_matvec_multi(const kb_mv *mv, int n, int cols, const float *x) {
+    if (kb_matvec_mode() == KB_MATVEC_Q8) {
+        for (int i = 0; i < n; i++)
+            kb_matvec_q8(mv[i].type, mv[i].W, mv[i].row_bytes, mv[i].rows, cols, x, mv[i].y);
+        return;
+    }
+    matvec_multi_exact(mv, n, cols, x);
 }
 
 /* ================================================================== mode */

@@ -27,9 +27,11 @@
 #define FAST_SET_MODE kb_matvec_set_mode
 #define FAST_MODE kb_matvec_mode
 #define FAST_MODE_NAME kb_matvec_mode_name
+#define FAST_MATVEC_MULTI kb_matvec_multi
 #define TEST_NAME "quant"
 #endif
 
+#include <omp.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -468,6 +470,69 @@ static void test_mode_dispatch(void) {
     free(yq);
 }
 
+/* kb_matvec_multi: each y_i bit for bit what FAST_MATVEC computes for W_i
+ * alone, in both modes (and, exact, within the bound against the
+ * reference); mixed types and shapes in one call (pool chunks of several
+ * matrices, rows not multiples of 16, a matrix smaller than one chunk), one
+ * call under the parallel threshold, 1..3 pool threads; nothing written
+ * past any y_i. */
+static void test_matvec_multi(void) {
+    enum { NM = 6, COLS = 512 };
+    static const uint32_t types[NM] = {GGML_Q4_1, GGML_Q8_0, GGML_Q4_K, GGML_Q4_0, GGML_F16, GGML_Q6_K};
+    static const int rows[NM] = {577, 192, 37, 1536, 5, 200};
+    uint8_t *W[NM];
+    float *y[NM], *ys[NM], *yr[NM], *x = malloc(COLS * 4);
+    kb_mv mv[NM];
+    fill_x(x, COLS);
+    for (int i = 0; i < NM; i++) {
+        size_t rb = kb_row_bytes(types[i], COLS);
+        W[i] = malloc(rb * (size_t)rows[i]);
+        fill_blocks(types[i], W[i], (int64_t)(rb / (size_t)kb_qtype_info(types[i])->bytes) * rows[i]);
+        y[i] = malloc(((size_t)rows[i] + 16) * 4);
+        ys[i] = malloc((size_t)rows[i] * 4);
+        yr[i] = malloc((size_t)rows[i] * 4);
+        kb_matvec_ref(types[i], W[i], rb, rows[i], COLS, x, yr[i]);
+        mv[i] = (kb_mv){types[i], W[i], rb, rows[i], y[i]};
+    }
+    int saved = omp_get_max_threads();
+    for (int mode = KB_MATVEC_EXACT; mode <= KB_MATVEC_Q8; mode++) {
+        CHECK_EQ_INT(FAST_SET_MODE(mode), 0);
+        for (int i = 0; i < NM; i++) FAST_MATVEC(types[i], W[i], mv[i].row_bytes, rows[i], COLS, x, ys[i]);
+        for (int thr = 1; thr <= 3; thr++) {
+            omp_set_num_threads(thr);
+            /* all six; then the two smallest alone (under the parallel threshold) */
+            for (int call = 0; call < 2; call++) {
+                int first = call ? 4 : 0, n = call ? 2 : NM; /* call 1: F16 x5, Q6_K x200 */
+                for (int i = 0; i < NM; i++)
+                    for (int r = 0; r < rows[i] + 16; r++) y[i][r] = -12345.0f;
+                FAST_MATVEC_MULTI(mv + first, n, COLS, x);
+                for (int i = first; i < first + n; i++) {
+                    int same = !memcmp(y[i], ys[i], (size_t)rows[i] * 4), canary = 0;
+                    for (int r = rows[i]; r < rows[i] + 16; r++) canary += y[i][r] != -12345.0f;
+                    CHECK_MSG(same, "multi %s, %d threads, matrix %d (%s x%d): differs from kb_matvec",
+                              FAST_MODE_NAME(mode), thr, i, kb_qtype_info(types[i])->name, rows[i]);
+                    CHECK_MSG(canary == 0, "multi: wrote past y of matrix %d", i);
+                    double worst;
+                    if (mode == KB_MATVEC_EXACT)
+                        CHECK_EQ_INT(rows_outside(MV_EXACT, types[i], W[i], mv[i].row_bytes, rows[i], COLS, x,
+                                                  y[i], yr[i], &worst), 0);
+                }
+                for (int i = 0; i < NM; i++) /* the other matrices untouched */
+                    if (i < first || i >= first + n) CHECK(y[i][0] == -12345.0f);
+            }
+        }
+    }
+    omp_set_num_threads(saved);
+    CHECK_EQ_INT(FAST_SET_MODE(KB_MATVEC_EXACT), 0);
+    for (int i = 0; i < NM; i++) {
+        free(W[i]);
+        free(y[i]);
+        free(ys[i]);
+        free(yr[i]);
+    }
+    free(x);
+}
+
 /* The first mode query reads KVBENCH_MATVEC (once): checked in child
  * processes, each with a fresh mode. Returns the child's mode, or -1; the
  * child's stderr goes to errbuf. */
@@ -540,5 +605,6 @@ int main(void) {
         if (act_block(supported[i])) test_exact_bound_catches_q8(supported[i]);
     }
     test_mode_dispatch();
+    test_matvec_multi();
     return check_summary(TEST_NAME);
 }

@@ -18,6 +18,7 @@
 #define kb_matvec_set_mode kb_matvec_set_mode_avx2
 #define kb_matvec_mode kb_matvec_mode_avx2
 #define kb_matvec_mode_name kb_matvec_mode_name_avx2
+#define kb_matvec_multi kb_matvec_multi_avx2
 #include "kernels/cpu/quant_cpu.c"
 #undef kb_dequant
 #undef kb_matvec
@@ -26,6 +27,7 @@
 #undef kb_matvec_set_mode
 #undef kb_matvec_mode
 #undef kb_matvec_mode_name
+#undef kb_matvec_multi
 
 #define FAST_DEQUANT kb_dequant_avx2
 #define FAST_MATVEC kb_matvec_avx2
@@ -34,5 +36,6 @@
 #define FAST_SET_MODE kb_matvec_set_mode_avx2
 #define FAST_MODE kb_matvec_mode_avx2
 #define FAST_MODE_NAME kb_matvec_mode_name_avx2
+#define FAST_MATVEC_MULTI kb_matvec_multi_avx2
 #define TEST_NAME "quant_avx2"
 #include "test_quant.c"

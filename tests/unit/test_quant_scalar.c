@@ -16,6 +16,7 @@
 #define kb_matvec_set_mode kb_matvec_set_mode_scalar
 #define kb_matvec_mode kb_matvec_mode_scalar
 #define kb_matvec_mode_name kb_matvec_mode_name_scalar
+#define kb_matvec_multi kb_matvec_multi_scalar
 #include "kernels/cpu/quant_cpu.c"
 #undef kb_dequant
 #undef kb_matvec
@@ -24,6 +25,7 @@
 #undef kb_matvec_set_mode
 #undef kb_matvec_mode
 #undef kb_matvec_mode_name
+#undef kb_matvec_multi
 
 #define FAST_DEQUANT kb_dequant_scalar
 #define FAST_MATVEC kb_matvec_scalar
@@ -32,5 +34,6 @@
 #define FAST_SET_MODE kb_matvec_set_mode_scalar
 #define FAST_MODE kb_matvec_mode_scalar
 #define FAST_MODE_NAME kb_matvec_mode_name_scalar
+#define FAST_MATVEC_MULTI kb_matvec_multi_scalar
 #define TEST_NAME "quant_scalar"
 #include "test_quant.c"
