@@ -192,7 +192,7 @@ void *kb_realloc_or_die(void *p, size_t n, const char *file, int line) {
  * them then misses the TLB 512x less often (docs/PERFORMANCE.md measures
  * it). KVBENCH_HUGEPAGES=0 turns this off. */
 #define KB_HUGE (2u << 20)
-static int hugepages_on(void) {
+int kb_hugepages_on(void) {
     static int on = -1;
     if (on < 0) {
         const char *e = getenv("KVBENCH_HUGEPAGES");
@@ -201,15 +201,21 @@ static int hugepages_on(void) {
     return on;
 }
 
-void *kb_amalloc(size_t n, const char *file, int line) {
+void *kb_amalloc_try(size_t n) {
     void *p = NULL;
     size_t r = (n + 63) & ~(size_t)63;
-    int huge = r >= 2 * (size_t)KB_HUGE && hugepages_on();
+    int huge = r >= 2 * (size_t)KB_HUGE && kb_hugepages_on();
     if (huge) r = (r + KB_HUGE - 1) & ~(size_t)(KB_HUGE - 1);
-    if (posix_memalign(&p, huge ? KB_HUGE : 64, r ? r : 64)) oom(n, file, line);
+    if (posix_memalign(&p, huge ? KB_HUGE : 64, r ? r : 64)) return NULL;
 #ifdef MADV_HUGEPAGE
     if (huge) (void)madvise(p, r, MADV_HUGEPAGE); /* advice only: failure is harmless */
 #endif
+    return p;
+}
+
+void *kb_amalloc(size_t n, const char *file, int line) {
+    void *p = kb_amalloc_try(n);
+    if (!p) oom(n, file, line);
     return p;
 }
 

@@ -71,7 +71,13 @@ void *kb_realloc_or_die(void *p, size_t n, const char *file, int line);
 /* 64-byte aligned allocation (free with kb_afree). */
 void *kb_amalloc(size_t n, const char *file, int line);
 #define KB_AMALLOC(n) kb_amalloc((n), __FILE__, __LINE__)
+/* The same, returning NULL when memory is short (for optional copies). */
+void *kb_amalloc_try(size_t n);
 void kb_afree(void *p);
+/* Whether kb_amalloc puts blocks of 4 MiB and more on transparent huge
+ * pages (2 MiB aligned, MADV_HUGEPAGE): yes unless the environment variable
+ * KVBENCH_HUGEPAGES is "0" (read once). */
+int kb_hugepages_on(void);
 
 char *kb_strdup(const char *s);
 

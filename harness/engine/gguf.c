@@ -496,8 +496,32 @@ int gguf_open(const char *path, gguf_file **out, kb_err *err) {
     return finish_open(f, out, err);
 }
 
+int gguf_load_data(gguf_file *f) {
+    if (f->fd < 0 || f->data_copy || !kb_hugepages_on()) return 0;
+    size_t n = f->size - (size_t)f->data_offset;
+    if (n < ((size_t)4 << 20)) return 0; /* below kb_amalloc's huge-page size: nothing to gain */
+    uint8_t *dst = kb_amalloc_try(n);
+    if (!dst) return 0; /* memory short: keep reading the map */
+    const uint8_t *src = f->map + f->data_offset;
+    long pg = sysconf(_SC_PAGESIZE);
+    size_t step = (size_t)16 << 20, done = 0; /* file pages dropped as we go */
+    for (size_t o = 0; o < n; o += step) {
+        size_t len = KB_MIN(step, n - o);
+        memcpy(dst + o, src + o, len);
+        uintptr_t a = ((uintptr_t)(src + done) + (uintptr_t)pg - 1) & ~(uintptr_t)(pg - 1);
+        uintptr_t b = ((uintptr_t)(src + o + len)) & ~(uintptr_t)(pg - 1);
+        if (b > a) (void)madvise((void *)a, b - a, MADV_DONTNEED); /* advice: failure only costs RSS */
+        done = o + len;
+    }
+    for (uint64_t i = 0; i < f->n_tensors; i++)
+        f->tensors[i].data = dst + f->tensors[i].offset;
+    f->data_copy = dst;
+    return 1;
+}
+
 void gguf_close(gguf_file *f) {
     if (!f) return;
+    kb_afree(f->data_copy);
     if (f->kv)
         for (uint64_t i = 0; i < f->n_kv; i++) free(f->kv[i].str_off);
     free(f->kv);

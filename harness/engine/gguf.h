@@ -60,6 +60,7 @@ typedef struct gguf_file {
     gguf_tensor *tensors;   /* [n_tensors] in file order */
     uint64_t alignment;     /* general.alignment (u32, power of two) or 32 */
     uint64_t data_offset;   /* start of the data section, bytes from file start */
+    uint8_t *data_copy;     /* the data section in anonymous memory (gguf_load_data) or NULL */
     /* name -> index hash tables (open addressing; 0 = empty, else index + 1) */
     uint32_t *kv_hash, *tensor_hash;
     uint64_t kv_hash_cap, tensor_hash_cap; /* powers of two */
@@ -73,6 +74,16 @@ int gguf_open(const char *path, gguf_file **out, kb_err *err);
  * stands for the path in messages. For tests and fuzzing. */
 int gguf_open_mem(const void *buf, size_t size, const char *name, gguf_file **out, kb_err *err);
 void gguf_close(gguf_file *f);
+/* Copies the tensor data section of a mapped file into anonymous memory on
+ * transparent huge pages (kb_amalloc: 2 MiB pages) and points every
+ * tensor's data there; the copied file pages are dropped from the mapping
+ * as it goes (MADV_DONTNEED), so resident memory does not double. Decode
+ * streams all weights once per token: with the map's 4 KiB pages a new page
+ * (and a TLB miss) every 4 KiB; measured ~7% of SmolLM2's decode mat-vecs
+ * (docs/PERFORMANCE.md). Returns 1 if copied; 0 (data stays in the map)
+ * for a buffer from gguf_open_mem, a data section under 4 MiB,
+ * KVBENCH_HUGEPAGES=0, or when memory is short. Metadata stays in the map. */
+int gguf_load_data(gguf_file *f);
 /* Name of a metadata value type ("u32", "string", "array"...), "?" if unknown. */
 const char *gguf_type_name(uint32_t type);
 

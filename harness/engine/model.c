@@ -91,6 +91,7 @@ static void rope_init(kb_model *m, const float *rope_div) {
 static int load_gguf(const char *path, kb_model *m, kb_err *err) {
     int rc = gguf_open(path, &m->gguf, err);
     if (rc) return rc;
+    (void)gguf_load_data(m->gguf);
     const gguf_file *f = m->gguf;
     snprintf(m->path, sizeof m->path, "%s", path);
     char *arch = NULL;
