@@ -27,6 +27,7 @@ typedef struct kb_lat_opts {
     int contexts[KB_LAT_MAX_CTX], n_contexts; /* tokens in the cache when decode starts */
     int decode_tokens;                /* decode steps per repetition (= N_new) */
     int reps;                         /* timed repetitions (medians reported) */
+    int rounds;                       /* every cell this many times, interleaved (0 = 1) */
     kb_dtype kv;                      /* KV cache type */
     int threads;                      /* 0 = all cores */
     kb_fill fill;

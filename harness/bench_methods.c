@@ -65,7 +65,7 @@ extern char **environ;
 const char *const kb_latency_cols[] = {
     "method",          "label",          "params",           "budget",
     "budget_mode",     "context",        "decode_tokens",    "reps",
-    "fill",            "threads",        "decode_ms_per_token", "attn_ms_per_token",
+    "rounds",          "fill",            "threads",        "decode_ms_per_token", "attn_ms_per_token",
     "select_ms_per_token", "weight_bytes_per_step", "kv_bytes_read_per_step",
     "bytes_read_per_step", "gbps",   "bw_fraction",      "read_bw_gbps",
     "tokens_resident", "accountant_T",   "kv_bytes_resident", "peak_rss_bytes",
@@ -576,9 +576,18 @@ int bench_latency(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_er
     if (!o->quiet)
         printf("%-14s %6s %7s %9s %8s %8s %8s %7s %10s %9s %8s\n", "label", "budget", "context",
                "ms/token", "attn ms", "sel ms", "GB/s", "of bw", "resident", "RSS MiB", "speedup");
+    /* rounds: every cell once per round, in the same order; a cell's timing
+     * columns are medians over the rounds, its speedup the median of the
+     * ratios within each round (a drifting machine moves both parts of a
+     * ratio together) */
+    const int R = o->rounds > 0 ? o->rounds : 1;
+    cell_out *outs = KB_CALLOC((size_t)n_cells * R, sizeof *outs);
+    double *med = KB_MALLOC(4 * (size_t)R * sizeof(double));
     for (int ci = 0; ci < nctx && !rc; ci++) {
-        int row0 = t.nrow;
-        double full_s = -1;
+        int row0 = t.nrow, full_c = -1;
+        for (int c = 0; c < n_cells && full_c < 0; c++)
+            if (!strcmp(cells[c].p.ops->name, "full")) full_c = c;
+        for (int rd = 0; rd < R && !rc; rd++) {
         for (int c = 0; c < n_cells && !rc; c++) {
             const kb_cell *cell = &cells[c];
             cJSON *spec = cJSON_CreateObject();
@@ -596,21 +605,41 @@ int bench_latency(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_er
             cJSON_AddItemToObject(spec, "method", cell_method_json(cell));
             char *s = cJSON_PrintUnformatted(spec);
             cJSON_Delete(spec);
-            cell_out co;
-            memset(&co, 0, sizeof co);
+            cell_out *cr = &outs[(size_t)c * R + rd];
+            memset(cr, 0, sizeof *cr);
             fflush(stdout);
-            rc = run_child(s, &co, err);
+            rc = run_child(s, cr, err);
             free(s);
             if (rc) {
                 kb_err_prefix(err, "%s%s%d, context %d", cell->p.label, cell->p.budget > 0 ? " B=" : "",
                               cell->p.budget > 0 ? cell->p.budget : 0, ctx[ci]);
                 break;
             }
-            if (!model_json) model_json = co.model;
-            else cJSON_Delete(co.model);
-            if (!strcmp(cell->p.ops->name, "full") && full_s < 0) full_s = co.decode_s;
+            if (!model_json) model_json = cr->model;
+            else cJSON_Delete(cr->model);
+            cr->model = NULL;
+            if (R > 1 && !o->quiet) { /* each round's time (the medians below are of these) */
+                char bud[32] = "";
+                if (cell->p.budget > 0) snprintf(bud, sizeof bud, "/%d", cell->p.budget);
+                fprintf(stderr, "kvbench %s: context %d round %d: %s%s decode %.4f ms/token\n", o->cmd,
+                        ctx[ci], rd + 1, cell->p.label, bud, cr->decode_s * 1e3);
+            }
+            if (rd < R - 1) continue;
+            /* the cell's last round: its row (the other columns are the
+             * same in every round; peak RSS the largest) */
+            cell_out co = *cr;
+            for (int k = 0; k < R; k++) {
+                const cell_out *x = &outs[(size_t)c * R + k];
+                med[k] = x->decode_s;
+                med[R + k] = x->attn_s;
+                med[2 * R + k] = x->select_s;
+                co.peak_rss = KB_MAX(co.peak_rss, x->peak_rss);
+            }
+            co.decode_s = bench_median(med, R);
+            co.attn_s = bench_median(med + R, R);
+            co.select_s = bench_median(med + 2 * R, R);
             double bytes = co.weight_bytes + co.kv_read, gbps = bytes / co.decode_s / 1e9;
-            char v[24][64];
+            char v[25][64];
             snprintf(v[0], 64, "%s", cell->p.ops->name);
             snprintf(v[1], 64, "%s", cell->p.label);
             fmtd(v[3], 64, "%.0f", cell->p.budget > 0 ? cell->p.budget : -1);
@@ -618,24 +647,25 @@ int bench_latency(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_er
             snprintf(v[5], 64, "%.0f", co.context);
             snprintf(v[6], 64, "%d", o->decode_tokens);
             snprintf(v[7], 64, "%d", o->reps);
-            snprintf(v[8], 64, "%s", fill_name(fill));
-            snprintf(v[9], 64, "%d", kb_pool_threads());
-            snprintf(v[10], 64, "%.4f", co.decode_s * 1e3);
-            snprintf(v[11], 64, "%.4f", co.attn_s * 1e3);
-            snprintf(v[12], 64, "%.4f", co.select_s * 1e3);
-            snprintf(v[13], 64, "%.0f", co.weight_bytes);
-            snprintf(v[14], 64, "%.0f", co.kv_read);
-            snprintf(v[15], 64, "%.0f", bytes);
-            snprintf(v[16], 64, "%.3f", gbps);
-            snprintf(v[17], 64, "%.4f", gbps / bw);
-            snprintf(v[18], 64, "%.3f", bw);
-            snprintf(v[19], 64, "%.2f", co.res_tok);
-            fmtd(v[20], 64, "%.0f", co.T > 0 ? co.T : -1);
-            snprintf(v[21], 64, "%.0f", co.res_bytes);
-            fmtd(v[22], 64, "%.0f", co.peak_rss);
-            v[23][0] = 0;
-            const char *vals[24];
-            for (int k = 0; k < 24; k++) vals[k] = v[k];
+            snprintf(v[8], 64, "%d", R);
+            snprintf(v[9], 64, "%s", fill_name(fill));
+            snprintf(v[10], 64, "%d", kb_pool_threads());
+            snprintf(v[11], 64, "%.4f", co.decode_s * 1e3);
+            snprintf(v[12], 64, "%.4f", co.attn_s * 1e3);
+            snprintf(v[13], 64, "%.4f", co.select_s * 1e3);
+            snprintf(v[14], 64, "%.0f", co.weight_bytes);
+            snprintf(v[15], 64, "%.0f", co.kv_read);
+            snprintf(v[16], 64, "%.0f", bytes);
+            snprintf(v[17], 64, "%.3f", gbps);
+            snprintf(v[18], 64, "%.4f", gbps / bw);
+            snprintf(v[19], 64, "%.3f", bw);
+            snprintf(v[20], 64, "%.2f", co.res_tok);
+            fmtd(v[21], 64, "%.0f", co.T > 0 ? co.T : -1);
+            snprintf(v[22], 64, "%.0f", co.res_bytes);
+            fmtd(v[23], 64, "%.0f", co.peak_rss);
+            v[24][0] = 0; /* speedup: once the context's full cell has run */
+            const char *vals[25];
+            for (int k = 0; k < 25; k++) vals[k] = v[k];
             vals[2] = cell->params_json;
             table_add(&t, vals);
             if (!o->quiet) {
@@ -645,17 +675,20 @@ int bench_latency(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_er
                 fflush(stdout);
             }
         }
-        if (rc) break;
-        /* speedups of this context against its full cell */
-        int col = table_col(&t, "speedup_vs_full"), dcol = table_col(&t, "decode_ms_per_token");
-        for (int r = row0; r < t.nrow && full_s > 0; r++) {
-            char b[32];
-            snprintf(b, sizeof b, "%.3f", full_s * 1e3 / atof(t.rows[r][dcol]));
-            free(t.rows[r][col]);
-            t.rows[r][col] = kb_strdup(b);
         }
-        if (full_s > 0 && !o->quiet) {
-            printf("  speedup vs full at context %d:", ctx[ci]);
+        if (rc) break;
+        /* speedups of this context against its full cell (rows in cell order) */
+        int col = table_col(&t, "speedup_vs_full");
+        for (int c = 0; c < n_cells && full_c >= 0; c++) {
+            for (int k = 0; k < R; k++)
+                med[k] = outs[(size_t)full_c * R + k].decode_s / outs[(size_t)c * R + k].decode_s;
+            char b[32];
+            snprintf(b, sizeof b, "%.3f", bench_median(med, R));
+            free(t.rows[row0 + c][col]);
+            t.rows[row0 + c][col] = kb_strdup(b);
+        }
+        if (full_c >= 0 && !o->quiet) {
+            printf("  speedup vs full at context %d%s:", ctx[ci], R > 1 ? " (median over rounds)" : "");
             for (int r = row0; r < t.nrow; r++)
                 printf(" %s%s%s %s", t.rows[r][1], *t.rows[r][3] ? "/" : "", t.rows[r][3], t.rows[r][col]);
             printf("\n");
@@ -680,6 +713,7 @@ int bench_latency(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_er
                 cJSON_AddStringToObject(r, "fill", fill_name(fill));
                 cJSON_AddNumberToObject(r, "decode_tokens", o->decode_tokens);
                 cJSON_AddNumberToObject(r, "reps", o->reps);
+                cJSON_AddNumberToObject(r, "rounds", R);
                 cJSON_AddNumberToObject(r, "window_queries", W);
                 cJSON *ca = cJSON_AddArrayToObject(r, "contexts");
                 for (int k = 0; k < nctx; k++) cJSON_AddItemToArray(ca, cJSON_CreateNumber(ctx[k]));
@@ -694,6 +728,8 @@ int bench_latency(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_er
             }
         }
     }
+    free(outs);
+    free(med);
     if (snapdir[0]) remove_snapshots(snapdir, ctx, nctx);
     if (!rc && o->out_dir && !o->quiet)
         fprintf(stderr, "kvbench %s: wrote %s/latency.csv\n", o->cmd, o->out_dir);
@@ -712,7 +748,10 @@ static void usage(FILE *f) {
             "      --budgets LIST      token budgets (default 256,1024)\n"
             "      --methods LIST      methods (default: full and every budgeted method, default params)\n"
             "      --decode-tokens N   decode steps timed per repetition (default 16)\n"
-            "      --reps N            timed repetitions; medians are reported (default 3)\n"
+            "      --reps N            timed repetitions per cell process; medians are reported (default 3)\n"
+            "      --rounds N          run every cell N times, interleaved, and report medians over\n"
+            "                          the rounds (speedups: median of the ratios within a round;\n"
+            "                          default 1)\n"
             "      --kv TYPE           KV cache type f16 (default) | f32 | bf16\n"
             "      --threads N         threads (default: all cores)\n"
             "      --fill KIND         random | prefill (default: random for synthetic models,\n"
@@ -726,6 +765,7 @@ int bench_methods(int argc, char **argv) {
     static const struct option opts[] = {
         {"model", 1, 0, 'm'},   {"contexts", 1, 0, 'c'}, {"budgets", 1, 0, 'b'},
         {"methods", 1, 0, 'M'}, {"decode-tokens", 1, 0, 't'}, {"reps", 1, 0, 'r'},
+        {"rounds", 1, 0, 'R'},
         {"kv", 1, 0, 'k'},      {"threads", 1, 0, 'j'},  {"fill", 1, 0, 'f'},
         {"out", 1, 0, 'o'},     {"help", 0, 0, 'h'},     {0, 0, 0, 0}};
     const char *model = NULL, *methods = NULL, *out = NULL;
@@ -736,6 +776,7 @@ int bench_methods(int argc, char **argv) {
     o.n_contexts = 4;
     o.decode_tokens = 16;
     o.reps = 3;
+    o.rounds = 1;
     o.kv = KB_F16;
     o.manifest = 1;
     int budgets[32] = {256, 1024}, nb = 2;
@@ -762,6 +803,10 @@ int bench_methods(int argc, char **argv) {
         case 'r':
             if (cli_parse_int("bench methods", "reps", optarg, 1, 100, &v)) return 2;
             o.reps = (int)v;
+            break;
+        case 'R':
+            if (cli_parse_int("bench methods", "rounds", optarg, 1, 100, &v)) return 2;
+            o.rounds = (int)v;
             break;
         case 'k':
             if (kb_dtype_parse(optarg, &o.kv)) {

@@ -12,7 +12,7 @@ static const char *const top_keys[] = {
     "name", "description", "model", "seed", "kv_dtype", "threads", "fidelity", "own_answers",
     "haystack", "data_dir", "tasks", "methods", "budgets", "budget_mode", "max_samples",
     "latency", NULL};
-static const char *const latency_keys[] = {"contexts", "decode_tokens", "reps", NULL};
+static const char *const latency_keys[] = {"contexts", "decode_tokens", "reps", "rounds", NULL};
 
 /* Keys of a method entry that are the driver's, not the method's. */
 static int is_cell_key(const char *k) {
@@ -186,6 +186,8 @@ static int resolve(kb_sweep_config *c, kb_err *err) {
         c->latency.decode_tokens = (int)v;
         if ((rc = json_get_int(lat, lw, "reps", 0, 1, 100, 3, &v, err))) return rc;
         c->latency.reps = (int)v;
+        if ((rc = json_get_int(lat, lw, "rounds", 0, 1, 100, 1, &v, err))) return rc;
+        c->latency.rounds = (int)v;
         c->latency.enabled = 1;
     }
     return 0;

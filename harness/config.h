@@ -18,6 +18,7 @@ typedef struct kb_latency_cfg {
     int contexts[16], n_contexts;   /* context lengths in tokens */
     int decode_tokens;              /* timed decode steps per cell */
     int reps;                       /* repetitions (median reported) */
+    int rounds;                     /* every cell this many times, interleaved */
 } kb_latency_cfg;
 
 typedef struct kb_sweep_config {

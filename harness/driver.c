@@ -722,6 +722,7 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
             lo.n_contexts = cfg.latency.n_contexts;
             lo.decode_tokens = cfg.latency.decode_tokens;
             lo.reps = cfg.latency.reps;
+            lo.rounds = cfg.latency.rounds;
             lo.kv = cfg.kv_dtype;
             lo.threads = threads;
             lo.fill = KB_FILL_AUTO;

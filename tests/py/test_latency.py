@@ -7,6 +7,7 @@ positive: speed is a benchmark, not a test.
 import csv
 import json
 import math
+import re
 import subprocess
 
 import pytest
@@ -76,6 +77,36 @@ def test_bench_methods_table(kvbench_bin, tmp_path):
     assert run["read_bandwidth_gbps"] > 0 and run["contexts"] == [600, 300]
 
 
+def test_bench_methods_rounds(kvbench_bin, tmp_path):
+    """--rounds 3: one row per cell as with one round; its decode time is the
+    median of the three times the rounds printed, its speedup the median of the
+    within-round ratios (recomputed here from those lines); the other columns
+    equal a one-round run's."""
+    args = ["-m", "synthetic:smollm2-135m", "--contexts", "300", "--budgets", "64",
+            "--methods", "rocketkv,full", "--decode-tokens", 2, "--reps", 1]
+    p1 = bench(kvbench_bin, *args, "--out", tmp_path / "r1")
+    p3 = bench(kvbench_bin, *args, "--rounds", 3, "--out", tmp_path / "r3")
+    assert p1.returncode == 0 and p3.returncode == 0, p1.stderr + p3.stderr
+    one = {r["label"]: r for r in read(tmp_path / "r1" / "latency.csv")}
+    three = {r["label"]: r for r in read(tmp_path / "r3" / "latency.csv")}
+    assert sorted(three) == ["full", "rocketkv"]
+    times = {}
+    for m in re.finditer(r"context 300 round (\d): (\w+)(?:/64)? decode ([\d.]+) ms/token", p3.stderr):
+        times.setdefault(m.group(2), []).append((int(m.group(1)), float(m.group(3))))
+    assert {k: [r for r, _ in v] for k, v in times.items()} == {"full": [1, 2, 3], "rocketkv": [1, 2, 3]}
+    for label, r in three.items():
+        assert r["rounds"] == "3" and one[label]["rounds"] == "1"
+        t = sorted(x for _, x in times[label])
+        assert float(r["decode_ms_per_token"]) == pytest.approx(t[1], abs=1e-4)
+        for k in ("tokens_resident", "accountant_T", "kv_bytes_read_per_step", "weight_bytes_per_step",
+                  "kv_bytes_resident", "context"):
+            assert r[k] == one[label][k], k
+    ratios = sorted(f / k for (_, f), (_, k) in zip(sorted(times["full"]), sorted(times["rocketkv"])))
+    assert float(three["rocketkv"]["speedup_vs_full"]) == pytest.approx(ratios[1], rel=2e-3)
+    assert float(three["full"]["speedup_vs_full"]) == 1.0
+    assert json.loads((tmp_path / "r3" / "run.json").read_text())["rounds"] == 3
+
+
 def test_bench_methods_errors(kvbench_bin, tmp_path):
     cases = [
         (["--contexts", "0"], "contexts"),
@@ -85,6 +116,7 @@ def test_bench_methods_errors(kvbench_bin, tmp_path):
         (["--fill", "zeros"], "--fill"),
         (["--kv", "f8"], "--kv"),
         (["--reps", "0"], "reps"),
+        (["--rounds", "0"], "rounds"),
         (["-m", "synthetic:smollm2-135m", "--contexts", "9000", "--methods", "full"],
          "exceeds the model context"),
         (["--methods", "rocketkv", "--budgets", "8", "-m", "synthetic:smollm2-135m"], "rocketkv"),
@@ -111,7 +143,7 @@ def test_sweep_latency_part(kvbench_bin, tiny_llama, tmp_path):
         "name": "lat", "seed": 1,
         "tasks": [{"task": "needle", "words": [60], "depths": [0.5], "per_cell": 1, "max_new": 4}],
         "methods": ["full", "rocketkv"], "budgets": [32],
-        "latency": {"contexts": [256, 128], "decode_tokens": 3, "reps": 1}}))
+        "latency": {"contexts": [256, 128], "decode_tokens": 3, "reps": 1, "rounds": 2}}))
     out = tmp_path / "run"
     p = subprocess.run([kvbench_bin, "sweep", str(cfg), "--out", str(out), "-m", model],
                        capture_output=True, text=True, timeout=300)
@@ -119,7 +151,7 @@ def test_sweep_latency_part(kvbench_bin, tiny_llama, tmp_path):
     rows = read(out / "latency.csv")
     assert sorted((r["label"], r["context"]) for r in rows) == [
         ("full", "128"), ("full", "256"), ("rocketkv", "128"), ("rocketkv", "256")]
-    assert all(r["fill"] == "prefill" for r in rows)
+    assert all(r["fill"] == "prefill" and r["rounds"] == "2" for r in rows)
     assert json.loads((out / "run.json").read_text())["status"] == "done"
     assert not [f for f in out.iterdir() if f.name.startswith(".kvbench-prefill")]
     # a resumed, finished run keeps its complete latency table
