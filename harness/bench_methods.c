@@ -582,12 +582,20 @@ int bench_latency(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_er
      * ratio together) */
     const int R = o->rounds > 0 ? o->rounds : 1;
     cell_out *outs = KB_CALLOC((size_t)n_cells * R, sizeof *outs);
-    double *med = KB_MALLOC(4 * (size_t)R * sizeof(double));
+    double *med = KB_MALLOC(4 * (size_t)R * sizeof(double)), *bws = KB_MALLOC((size_t)R * sizeof(double));
+    const double bw0 = bw;
     for (int ci = 0; ci < nctx && !rc; ci++) {
         int row0 = t.nrow, full_c = -1;
         for (int c = 0; c < n_cells && full_c < 0; c++)
             if (!strcmp(cells[c].p.ops->name, "full")) full_c = c;
         for (int rd = 0; rd < R && !rc; rd++) {
+        /* with rounds, the bandwidth too: once per round (the first round of
+         * the first context uses the run's), the rows take the median */
+        bws[rd] = R > 1 && (ci || rd) ? machine_read_bandwidth((size_t)1 << 30, 5) : bw0;
+        if (rd == R - 1) {
+            memcpy(med, bws, (size_t)R * sizeof(double));
+            bw = bench_median(med, R);
+        }
         for (int c = 0; c < n_cells && !rc; c++) {
             const kb_cell *cell = &cells[c];
             cJSON *spec = cJSON_CreateObject();
@@ -621,8 +629,8 @@ int bench_latency(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_er
             if (R > 1 && !o->quiet) { /* each round's time (the medians below are of these) */
                 char bud[32] = "";
                 if (cell->p.budget > 0) snprintf(bud, sizeof bud, "/%d", cell->p.budget);
-                fprintf(stderr, "kvbench %s: context %d round %d: %s%s decode %.4f ms/token\n", o->cmd,
-                        ctx[ci], rd + 1, cell->p.label, bud, cr->decode_s * 1e3);
+                fprintf(stderr, "kvbench %s: context %d round %d: %s%s decode %.4f ms/token (read bandwidth %.2f GB/s)\n",
+                        o->cmd, ctx[ci], rd + 1, cell->p.label, bud, cr->decode_s * 1e3, bws[rd]);
             }
             if (rd < R - 1) continue;
             /* the cell's last round: its row (the other columns are the
@@ -730,6 +738,7 @@ int bench_latency(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_er
     }
     free(outs);
     free(med);
+    free(bws);
     if (snapdir[0]) remove_snapshots(snapdir, ctx, nctx);
     if (!rc && o->out_dir && !o->quiet)
         fprintf(stderr, "kvbench %s: wrote %s/latency.csv\n", o->cmd, o->out_dir);
