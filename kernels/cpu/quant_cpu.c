@@ -69,6 +69,23 @@
 #ifndef PF_DIST
 #define PF_DIST 4096
 #endif
+/* rows_exact_32 prefetches a 4-row group longer than PF_ROW_MIN bytes as
+ * four streams, PF_ROW_DIST ahead in each row; shorter groups linearly.
+ * Measured in one process, linear vs per-row (docs/PERFORMANCE.md): the
+ * Llama-3.1-8B-shaped mat-vecs of a token (rows of 2.5-9 KB) 306-362 ->
+ * 254-311 ms; per-row distances of 512 B or 2 KB, or per-row streams for
+ * SmolLM2's 2.4-3.8 KB groups, were slower. */
+#ifndef PF_ROW_DIST
+#define PF_ROW_DIST (PF_DIST / 4)
+#endif
+#ifndef PF_ROW_MIN
+#define PF_ROW_MIN PF_DIST
+#endif
+#ifdef NO_PERROW /* the linear prefetch only, for A/B measurements */
+#define NO_PERROW_ON 1
+#else
+#define NO_PERROW_ON 0
+#endif
 #ifndef PF_HINT
 #define PF_HINT _MM_HINT_T0
 #endif
@@ -946,6 +963,7 @@ static ALWAYS_INLINE void rows_exact_32(const uint8_t *w, size_t rb, const xctx 
     for (int i = 0; i < RGRP; i++) acc[i] = _mm512_setzero_ps();
     const int ds = pairs ? 2 : 1; /* floats per (row, block) in sc */
     const int step = R * bytes;   /* weight bytes read per block step */
+    const int per_row = R > 1 && (size_t)R * rb > PF_ROW_MIN && !NO_PERROW_ON;
     for (int b0 = 0; b0 < c->nb; b0 += SC_CHUNK) {
         int n = KB_MIN(SC_CHUNK, c->nb - b0);
         const uint8_t *wb = w + (size_t)b0 * bytes;
@@ -970,11 +988,21 @@ static ALWAYS_INLINE void rows_exact_32(const uint8_t *w, size_t rb, const xctx 
                 _mm512_store_ps(sc + l0, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g)));
             }
         }
-        /* the R rows are contiguous (R * rb bytes from w): prefetch that
-         * region linearly, as many lines per block step as the step reads */
+        /* the R rows are contiguous (R * rb bytes from w). Short rows: prefetch
+         * that region linearly, as many lines per block step as the step
+         * reads. Rows longer than PF_DIST / R: each row its own stream,
+         * PF_DIST / R ahead, running on into the same row of the next group
+         * (a linear pointer would reach the last rows' data late) */
         const char *pf = (const char *)w + PF_DIST + (size_t)b0 * step;
         for (int k = 0; k < n; k++) {
-            for (int l = 0; l < step; l += 64) _mm_prefetch(pf + (size_t)k * step + l, PF_HINT);
+            if (per_row) {
+                size_t off = (size_t)(b0 + k) * bytes + PF_ROW_DIST;
+                if (off >= rb) off += (size_t)(R - 1) * rb;
+#pragma GCC unroll 4
+                for (int i = 0; i < R; i++) _mm_prefetch((const char *)w + i * rb + off, PF_HINT);
+            } else {
+                for (int l = 0; l < step; l += 64) _mm_prefetch(pf + (size_t)k * step + l, PF_HINT);
+            }
             const float *xk = (kind == K4T ? c->xp + 32 * b0 : x) + 32 * k;
             __m512 x0 = _mm512_loadu_ps(xk), x1 = _mm512_loadu_ps(xk + 16);
 #pragma GCC unroll 4
