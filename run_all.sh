@@ -54,11 +54,11 @@ case $mode in
   default) out=${out:-results/run_all}
            configs=(configs/machine/needle.json configs/machine/ruler.json
                     configs/machine/scbench.json configs/machine/ablations.json)
-           bench=(--contexts 1024,2048,4096,8192 --budgets 256,1024 --decode-tokens 16 --reps 3) ;;
+           bench=(--contexts 1024,2048,4096,8192 --budgets 256,1024 --decode-tokens 16 --reps 3 --rounds 3) ;;
   full)    out=${out:-results/run_all_full}
            configs=(configs/paper_needle.json configs/paper_ruler.json
                     configs/paper_longbench.json configs/paper_scbench.json)
-           bench=(--contexts 16384,32768,65536 --budgets 256,512,1024,2048,4096 --decode-tokens 16 --reps 3) ;;
+           bench=(--contexts 16384,32768,65536 --budgets 256,512,1024,2048,4096 --decode-tokens 16 --reps 3 --rounds 3) ;;
 esac
 mkdir -p "$out"
 start=$(date +%s)

@@ -589,100 +589,100 @@ int bench_latency(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_er
         for (int c = 0; c < n_cells && full_c < 0; c++)
             if (!strcmp(cells[c].p.ops->name, "full")) full_c = c;
         for (int rd = 0; rd < R && !rc; rd++) {
-        /* with rounds, the bandwidth too: once per round (the first round of
-         * the first context uses the run's), the rows take the median */
-        bws[rd] = R > 1 && (ci || rd) ? machine_read_bandwidth((size_t)1 << 30, 5) : bw0;
-        if (rd == R - 1) {
-            memcpy(med, bws, (size_t)R * sizeof(double));
-            bw = bench_median(med, R);
-        }
-        for (int c = 0; c < n_cells && !rc; c++) {
-            const kb_cell *cell = &cells[c];
-            cJSON *spec = cJSON_CreateObject();
-            cJSON_AddStringToObject(spec, "model", o->model);
-            cJSON_AddStringToObject(spec, "fill", fill_name(fill));
-            char snap[1300];
-            snprintf(snap, sizeof snap, "%s/ctx%d.bin", snapdir, ctx[ci]);
-            if (fill == KB_FILL_PREFILL) cJSON_AddStringToObject(spec, "snapshot", snap);
-            cJSON_AddStringToObject(spec, "kv", kb_dtype_name(o->kv));
-            cJSON_AddNumberToObject(spec, "context", ctx[ci]);
-            cJSON_AddNumberToObject(spec, "decode_tokens", o->decode_tokens);
-            cJSON_AddNumberToObject(spec, "reps", o->reps);
-            cJSON_AddNumberToObject(spec, "threads", o->threads);
-            cJSON_AddNumberToObject(spec, "window", W);
-            cJSON_AddItemToObject(spec, "method", cell_method_json(cell));
-            char *s = cJSON_PrintUnformatted(spec);
-            cJSON_Delete(spec);
-            cell_out *cr = &outs[(size_t)c * R + rd];
-            memset(cr, 0, sizeof *cr);
-            fflush(stdout);
-            rc = run_child(s, cr, err);
-            free(s);
-            if (rc) {
-                kb_err_prefix(err, "%s%s%d, context %d", cell->p.label, cell->p.budget > 0 ? " B=" : "",
-                              cell->p.budget > 0 ? cell->p.budget : 0, ctx[ci]);
-                break;
+            /* with rounds, the bandwidth too: once per round (the first round of
+             * the first context uses the run's), the rows take the median */
+            bws[rd] = R > 1 && (ci || rd) ? machine_read_bandwidth((size_t)1 << 30, 5) : bw0;
+            if (rd == R - 1) {
+                memcpy(med, bws, (size_t)R * sizeof(double));
+                bw = bench_median(med, R);
             }
-            if (!model_json) model_json = cr->model;
-            else cJSON_Delete(cr->model);
-            cr->model = NULL;
-            if (R > 1 && !o->quiet) { /* each round's time (the medians below are of these) */
-                char bud[32] = "";
-                if (cell->p.budget > 0) snprintf(bud, sizeof bud, "/%d", cell->p.budget);
-                fprintf(stderr, "kvbench %s: context %d round %d: %s%s decode %.4f ms/token (read bandwidth %.2f GB/s)\n",
-                        o->cmd, ctx[ci], rd + 1, cell->p.label, bud, cr->decode_s * 1e3, bws[rd]);
-            }
-            if (rd < R - 1) continue;
-            /* the cell's last round: its row (the other columns are the
-             * same in every round; peak RSS the largest) */
-            cell_out co = *cr;
-            for (int k = 0; k < R; k++) {
-                const cell_out *x = &outs[(size_t)c * R + k];
-                med[k] = x->decode_s;
-                med[R + k] = x->attn_s;
-                med[2 * R + k] = x->select_s;
-                co.peak_rss = KB_MAX(co.peak_rss, x->peak_rss);
-            }
-            co.decode_s = bench_median(med, R);
-            co.attn_s = bench_median(med + R, R);
-            co.select_s = bench_median(med + 2 * R, R);
-            double bytes = co.weight_bytes + co.kv_read, gbps = bytes / co.decode_s / 1e9;
-            char v[25][64];
-            snprintf(v[0], 64, "%s", cell->p.ops->name);
-            snprintf(v[1], 64, "%s", cell->p.label);
-            fmtd(v[3], 64, "%.0f", cell->p.budget > 0 ? cell->p.budget : -1);
-            snprintf(v[4], 64, "%s", cell->p.budget > 0 ? (cell->p.budget_mode == KB_BUDGET_TOPK ? "topk" : "traffic") : "");
-            snprintf(v[5], 64, "%.0f", co.context);
-            snprintf(v[6], 64, "%d", o->decode_tokens);
-            snprintf(v[7], 64, "%d", o->reps);
-            snprintf(v[8], 64, "%d", R);
-            snprintf(v[9], 64, "%s", fill_name(fill));
-            snprintf(v[10], 64, "%d", kb_pool_threads());
-            snprintf(v[11], 64, "%.4f", co.decode_s * 1e3);
-            snprintf(v[12], 64, "%.4f", co.attn_s * 1e3);
-            snprintf(v[13], 64, "%.4f", co.select_s * 1e3);
-            snprintf(v[14], 64, "%.0f", co.weight_bytes);
-            snprintf(v[15], 64, "%.0f", co.kv_read);
-            snprintf(v[16], 64, "%.0f", bytes);
-            snprintf(v[17], 64, "%.3f", gbps);
-            snprintf(v[18], 64, "%.4f", gbps / bw);
-            snprintf(v[19], 64, "%.3f", bw);
-            snprintf(v[20], 64, "%.2f", co.res_tok);
-            fmtd(v[21], 64, "%.0f", co.T > 0 ? co.T : -1);
-            snprintf(v[22], 64, "%.0f", co.res_bytes);
-            fmtd(v[23], 64, "%.0f", co.peak_rss);
-            v[24][0] = 0; /* speedup: once the context's full cell has run */
-            const char *vals[25];
-            for (int k = 0; k < 25; k++) vals[k] = v[k];
-            vals[2] = cell->params_json;
-            table_add(&t, vals);
-            if (!o->quiet) {
-                printf("%-14s %6s %7.0f %9.3f %8.3f %8.3f %8.2f %6.0f%% %10.1f %9.1f\n", cell->p.label,
-                       v[3], co.context, co.decode_s * 1e3, co.attn_s * 1e3, co.select_s * 1e3, gbps,
-                       100 * gbps / bw, co.res_tok, co.peak_rss / 1048576.0);
+            for (int c = 0; c < n_cells && !rc; c++) {
+                const kb_cell *cell = &cells[c];
+                cJSON *spec = cJSON_CreateObject();
+                cJSON_AddStringToObject(spec, "model", o->model);
+                cJSON_AddStringToObject(spec, "fill", fill_name(fill));
+                char snap[1300];
+                snprintf(snap, sizeof snap, "%s/ctx%d.bin", snapdir, ctx[ci]);
+                if (fill == KB_FILL_PREFILL) cJSON_AddStringToObject(spec, "snapshot", snap);
+                cJSON_AddStringToObject(spec, "kv", kb_dtype_name(o->kv));
+                cJSON_AddNumberToObject(spec, "context", ctx[ci]);
+                cJSON_AddNumberToObject(spec, "decode_tokens", o->decode_tokens);
+                cJSON_AddNumberToObject(spec, "reps", o->reps);
+                cJSON_AddNumberToObject(spec, "threads", o->threads);
+                cJSON_AddNumberToObject(spec, "window", W);
+                cJSON_AddItemToObject(spec, "method", cell_method_json(cell));
+                char *s = cJSON_PrintUnformatted(spec);
+                cJSON_Delete(spec);
+                cell_out *cr = &outs[(size_t)c * R + rd];
+                memset(cr, 0, sizeof *cr);
                 fflush(stdout);
+                rc = run_child(s, cr, err);
+                free(s);
+                if (rc) {
+                    kb_err_prefix(err, "%s%s%d, context %d", cell->p.label, cell->p.budget > 0 ? " B=" : "",
+                                  cell->p.budget > 0 ? cell->p.budget : 0, ctx[ci]);
+                    break;
+                }
+                if (!model_json) model_json = cr->model;
+                else cJSON_Delete(cr->model);
+                cr->model = NULL;
+                if (R > 1 && !o->quiet) { /* each round's time (the medians below are of these) */
+                    char bud[32] = "";
+                    if (cell->p.budget > 0) snprintf(bud, sizeof bud, "/%d", cell->p.budget);
+                    fprintf(stderr, "kvbench %s: context %d round %d: %s%s decode %.4f ms/token (read bandwidth %.2f GB/s)\n",
+                            o->cmd, ctx[ci], rd + 1, cell->p.label, bud, cr->decode_s * 1e3, bws[rd]);
+                }
+                if (rd < R - 1) continue;
+                /* the cell's last round: its row (the other columns are the
+                 * same in every round; peak RSS the largest) */
+                cell_out co = *cr;
+                for (int k = 0; k < R; k++) {
+                    const cell_out *x = &outs[(size_t)c * R + k];
+                    med[k] = x->decode_s;
+                    med[R + k] = x->attn_s;
+                    med[2 * R + k] = x->select_s;
+                    co.peak_rss = KB_MAX(co.peak_rss, x->peak_rss);
+                }
+                co.decode_s = bench_median(med, R);
+                co.attn_s = bench_median(med + R, R);
+                co.select_s = bench_median(med + 2 * R, R);
+                double bytes = co.weight_bytes + co.kv_read, gbps = bytes / co.decode_s / 1e9;
+                char v[25][64];
+                snprintf(v[0], 64, "%s", cell->p.ops->name);
+                snprintf(v[1], 64, "%s", cell->p.label);
+                fmtd(v[3], 64, "%.0f", cell->p.budget > 0 ? cell->p.budget : -1);
+                snprintf(v[4], 64, "%s", cell->p.budget > 0 ? (cell->p.budget_mode == KB_BUDGET_TOPK ? "topk" : "traffic") : "");
+                snprintf(v[5], 64, "%.0f", co.context);
+                snprintf(v[6], 64, "%d", o->decode_tokens);
+                snprintf(v[7], 64, "%d", o->reps);
+                snprintf(v[8], 64, "%d", R);
+                snprintf(v[9], 64, "%s", fill_name(fill));
+                snprintf(v[10], 64, "%d", kb_pool_threads());
+                snprintf(v[11], 64, "%.4f", co.decode_s * 1e3);
+                snprintf(v[12], 64, "%.4f", co.attn_s * 1e3);
+                snprintf(v[13], 64, "%.4f", co.select_s * 1e3);
+                snprintf(v[14], 64, "%.0f", co.weight_bytes);
+                snprintf(v[15], 64, "%.0f", co.kv_read);
+                snprintf(v[16], 64, "%.0f", bytes);
+                snprintf(v[17], 64, "%.3f", gbps);
+                snprintf(v[18], 64, "%.4f", gbps / bw);
+                snprintf(v[19], 64, "%.3f", bw);
+                snprintf(v[20], 64, "%.2f", co.res_tok);
+                fmtd(v[21], 64, "%.0f", co.T > 0 ? co.T : -1);
+                snprintf(v[22], 64, "%.0f", co.res_bytes);
+                fmtd(v[23], 64, "%.0f", co.peak_rss);
+                v[24][0] = 0; /* speedup: once the context's full cell has run */
+                const char *vals[25];
+                for (int k = 0; k < 25; k++) vals[k] = v[k];
+                vals[2] = cell->params_json;
+                table_add(&t, vals);
+                if (!o->quiet) {
+                    printf("%-14s %6s %7.0f %9.3f %8.3f %8.3f %8.2f %6.0f%% %10.1f %9.1f\n", cell->p.label,
+                           v[3], co.context, co.decode_s * 1e3, co.attn_s * 1e3, co.select_s * 1e3, gbps,
+                           100 * gbps / bw, co.res_tok, co.peak_rss / 1048576.0);
+                    fflush(stdout);
+                }
             }
-        }
         }
         if (rc) break;
         /* speedups of this context against its full cell (rows in cell order) */
