@@ -990,8 +990,8 @@ static ALWAYS_INLINE void rows_exact_32(const uint8_t *w, size_t rb, const xctx 
         }
         /* the R rows are contiguous (R * rb bytes from w). Short rows: prefetch
          * that region linearly, as many lines per block step as the step
-         * reads. Rows longer than PF_DIST / R: each row its own stream,
-         * PF_DIST / R ahead, running on into the same row of the next group
+         * reads. Groups longer than PF_ROW_MIN: each row its own stream,
+         * PF_ROW_DIST ahead, running on into the same row of the next group
          * (a linear pointer would reach the last rows' data late) */
         const char *pf = (const char *)w + PF_DIST + (size_t)b0 * step;
         for (int k = 0; k < n; k++) {

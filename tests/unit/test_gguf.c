@@ -383,19 +383,28 @@ static void test_malformed(void) {
     CHECK_EQ_INT(bad, 0);
 }
 
+/* Writes the spec'd file as dir/name in a new temporary dir (the caller
+ * removes both); returns its image in *b (caller frees b->p), 0 on success. */
+static int write_spec(const spec *s, const char *name, char dir[32], char path[256], buf *b) {
+    snprintf(dir, 32, "/tmp/kvbench-test-gguf-XXXXXX");
+    if (!mkdtemp(dir)) return -1;
+    snprintf(path, 256, "%s/%s", dir, name);
+    *b = build(s);
+    FILE *fp = fopen(path, "wb");
+    int ok = fp && fwrite(b->p, 1, b->n, fp) == b->n;
+    if (fp) ok &= fclose(fp) == 0;
+    return ok ? 0 : -1;
+}
+
 static void test_files(void) {
-    char dir[] = "/tmp/kvbench-test-gguf-XXXXXX";
-    if (!mkdtemp(dir)) {
+    char dir[32], path[256];
+    spec s = spec_default();
+    buf b = {0};
+    if (write_spec(&s, "ok.gguf", dir, path, &b)) {
         CHECK(0);
+        free(b.p);
         return;
     }
-    char path[256];
-    snprintf(path, sizeof path, "%s/ok.gguf", dir);
-    spec s = spec_default();
-    buf b = build(&s);
-    FILE *fp = fopen(path, "wb");
-    fwrite(b.p, 1, b.n, fp);
-    fclose(fp);
     gguf_file *f;
     kb_err err = {0};
     CHECK_EQ_INT(gguf_open(path, &f, &err), 0);
@@ -439,21 +448,17 @@ static long rss_kib(void) {
  * dropped, without which it grows by two copies. A buffer from
  * gguf_open_mem stays where it is. */
 static void test_load_data(void) {
-    char dir[] = "/tmp/kvbench-test-gguf-XXXXXX";
-    if (!mkdtemp(dir)) {
-        CHECK(0);
-        return;
-    }
-    char path[256];
-    snprintf(path, sizeof path, "%s/big.gguf", dir);
+    char dir[32], path[256];
     spec s = spec_default();
     s.big = 1;
     s.type_b = GGML_F32;
     s.ne0 = 1u << 20; /* b: [2^20, 3] f32 = 12 MiB */
-    buf b = build(&s);
-    FILE *fp = fopen(path, "wb");
-    CHECK(fp && fwrite(b.p, 1, b.n, fp) == b.n);
-    if (fp) fclose(fp);
+    buf b = {0};
+    if (write_spec(&s, "big.gguf", dir, path, &b)) {
+        CHECK(0);
+        free(b.p);
+        return;
+    }
     gguf_file *f;
     kb_err err = {0};
     CHECK_EQ_INT(gguf_open(path, &f, &err), 0);
