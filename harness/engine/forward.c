@@ -92,12 +92,12 @@ static void proj(kb_forward *f, const kb_weight *W, const float *X, int n, int l
 }
 
 /* Projections of one input X by k weights W[i] (same cols) into Y[i]
- * (ldy[i] floats per token). A decode token's are one pool job
+ * (ldy[i] floats per token). A decode token's (k <= 4) are one pool job
  * (kb_matvec_multi: one preparation of x, one dispatch and one wait instead
  * of k; the same values as k kb_matvec calls). */
 static void proj_same_x(kb_forward *f, int k, const kb_weight *const *W, const float *X, int n,
                         int ldx, float *const *Y, const int *ldy) {
-    if (n > 1) {
+    if (n > 1 || k > 4) {
         for (int i = 0; i < k; i++) proj(f, W[i], X, n, ldx, Y[i], ldy[i]);
         return;
     }
