@@ -442,6 +442,76 @@ static void fmtd(char *b, size_t cap, const char *fmt, double v) {
     else snprintf(b, cap, fmt, v);
 }
 
+/* The child's spec (a JSON line) for one cell at context L. */
+static char *cell_spec(const kb_lat_opts *o, const kb_cell *cell, kb_fill fill, const char *snapdir,
+                       int L, int W) {
+    cJSON *spec = cJSON_CreateObject();
+    cJSON_AddStringToObject(spec, "model", o->model);
+    cJSON_AddStringToObject(spec, "fill", fill_name(fill));
+    char snap[1300];
+    snprintf(snap, sizeof snap, "%s/ctx%d.bin", snapdir, L);
+    if (fill == KB_FILL_PREFILL) cJSON_AddStringToObject(spec, "snapshot", snap);
+    cJSON_AddStringToObject(spec, "kv", kb_dtype_name(o->kv));
+    cJSON_AddNumberToObject(spec, "context", L);
+    cJSON_AddNumberToObject(spec, "decode_tokens", o->decode_tokens);
+    cJSON_AddNumberToObject(spec, "reps", o->reps);
+    cJSON_AddNumberToObject(spec, "threads", o->threads);
+    cJSON_AddNumberToObject(spec, "window", W);
+    cJSON_AddItemToObject(spec, "method", cell_method_json(cell));
+    char *s = cJSON_PrintUnformatted(spec);
+    cJSON_Delete(spec);
+    return s;
+}
+
+/* Adds the cell's latency.csv row from its R rounds (out[0..R)): timing
+ * columns are medians over the rounds, the others are the same in every
+ * round (peak RSS: the largest); the speedup is filled in later. med: 3R
+ * doubles of scratch. Returns the row's values. */
+static cell_out cell_row(kb_table *t, const kb_lat_opts *o, const kb_cell *cell, const cell_out *out,
+                         int R, kb_fill fill, double bw, double *med) {
+    cell_out co = out[R - 1];
+    for (int k = 0; k < R; k++) {
+        med[k] = out[k].decode_s;
+        med[R + k] = out[k].attn_s;
+        med[2 * R + k] = out[k].select_s;
+        co.peak_rss = KB_MAX(co.peak_rss, out[k].peak_rss);
+    }
+    co.decode_s = bench_median(med, R);
+    co.attn_s = bench_median(med + R, R);
+    co.select_s = bench_median(med + 2 * R, R);
+    double bytes = co.weight_bytes + co.kv_read, gbps = bytes / co.decode_s / 1e9;
+    char v[25][64];
+    snprintf(v[0], 64, "%s", cell->p.ops->name);
+    snprintf(v[1], 64, "%s", cell->p.label);
+    fmtd(v[3], 64, "%.0f", cell->p.budget > 0 ? cell->p.budget : -1);
+    snprintf(v[4], 64, "%s", cell->p.budget > 0 ? (cell->p.budget_mode == KB_BUDGET_TOPK ? "topk" : "traffic") : "");
+    snprintf(v[5], 64, "%.0f", co.context);
+    snprintf(v[6], 64, "%d", o->decode_tokens);
+    snprintf(v[7], 64, "%d", o->reps);
+    snprintf(v[8], 64, "%d", R);
+    snprintf(v[9], 64, "%s", fill_name(fill));
+    snprintf(v[10], 64, "%d", kb_pool_threads());
+    snprintf(v[11], 64, "%.4f", co.decode_s * 1e3);
+    snprintf(v[12], 64, "%.4f", co.attn_s * 1e3);
+    snprintf(v[13], 64, "%.4f", co.select_s * 1e3);
+    snprintf(v[14], 64, "%.0f", co.weight_bytes);
+    snprintf(v[15], 64, "%.0f", co.kv_read);
+    snprintf(v[16], 64, "%.0f", bytes);
+    snprintf(v[17], 64, "%.3f", gbps);
+    snprintf(v[18], 64, "%.4f", gbps / bw);
+    snprintf(v[19], 64, "%.3f", bw);
+    snprintf(v[20], 64, "%.2f", co.res_tok);
+    fmtd(v[21], 64, "%.0f", co.T > 0 ? co.T : -1);
+    snprintf(v[22], 64, "%.0f", co.res_bytes);
+    fmtd(v[23], 64, "%.0f", co.peak_rss);
+    v[24][0] = 0; /* speedup: once the context's full cell has run */
+    const char *vals[25];
+    for (int k = 0; k < 25; k++) vals[k] = v[k];
+    vals[2] = cell->params_json;
+    table_add(t, vals);
+    return co;
+}
+
 static int cmp_int_desc(const void *a, const void *b) {
     int x = *(const int *)a, y = *(const int *)b;
     return (x < y) - (x > y);
@@ -582,7 +652,7 @@ int bench_latency(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_er
      * ratio together) */
     const int R = o->rounds > 0 ? o->rounds : 1;
     cell_out *outs = KB_CALLOC((size_t)n_cells * R, sizeof *outs);
-    double *med = KB_MALLOC(4 * (size_t)R * sizeof(double)), *bws = KB_MALLOC((size_t)R * sizeof(double));
+    double *med = KB_MALLOC(3 * (size_t)R * sizeof(double)), *bws = KB_MALLOC((size_t)R * sizeof(double));
     const double bw0 = bw;
     for (int ci = 0; ci < nctx && !rc; ci++) {
         int row0 = t.nrow, full_c = -1;
@@ -598,21 +668,7 @@ int bench_latency(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_er
             }
             for (int c = 0; c < n_cells && !rc; c++) {
                 const kb_cell *cell = &cells[c];
-                cJSON *spec = cJSON_CreateObject();
-                cJSON_AddStringToObject(spec, "model", o->model);
-                cJSON_AddStringToObject(spec, "fill", fill_name(fill));
-                char snap[1300];
-                snprintf(snap, sizeof snap, "%s/ctx%d.bin", snapdir, ctx[ci]);
-                if (fill == KB_FILL_PREFILL) cJSON_AddStringToObject(spec, "snapshot", snap);
-                cJSON_AddStringToObject(spec, "kv", kb_dtype_name(o->kv));
-                cJSON_AddNumberToObject(spec, "context", ctx[ci]);
-                cJSON_AddNumberToObject(spec, "decode_tokens", o->decode_tokens);
-                cJSON_AddNumberToObject(spec, "reps", o->reps);
-                cJSON_AddNumberToObject(spec, "threads", o->threads);
-                cJSON_AddNumberToObject(spec, "window", W);
-                cJSON_AddItemToObject(spec, "method", cell_method_json(cell));
-                char *s = cJSON_PrintUnformatted(spec);
-                cJSON_Delete(spec);
+                char *s = cell_spec(o, cell, fill, snapdir, ctx[ci], W);
                 cell_out *cr = &outs[(size_t)c * R + rd];
                 memset(cr, 0, sizeof *cr);
                 fflush(stdout);
@@ -633,52 +689,12 @@ int bench_latency(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_er
                             o->cmd, ctx[ci], rd + 1, cell->p.label, bud, cr->decode_s * 1e3, bws[rd]);
                 }
                 if (rd < R - 1) continue;
-                /* the cell's last round: its row (the other columns are the
-                 * same in every round; peak RSS the largest) */
-                cell_out co = *cr;
-                for (int k = 0; k < R; k++) {
-                    const cell_out *x = &outs[(size_t)c * R + k];
-                    med[k] = x->decode_s;
-                    med[R + k] = x->attn_s;
-                    med[2 * R + k] = x->select_s;
-                    co.peak_rss = KB_MAX(co.peak_rss, x->peak_rss);
-                }
-                co.decode_s = bench_median(med, R);
-                co.attn_s = bench_median(med + R, R);
-                co.select_s = bench_median(med + 2 * R, R);
-                double bytes = co.weight_bytes + co.kv_read, gbps = bytes / co.decode_s / 1e9;
-                char v[25][64];
-                snprintf(v[0], 64, "%s", cell->p.ops->name);
-                snprintf(v[1], 64, "%s", cell->p.label);
-                fmtd(v[3], 64, "%.0f", cell->p.budget > 0 ? cell->p.budget : -1);
-                snprintf(v[4], 64, "%s", cell->p.budget > 0 ? (cell->p.budget_mode == KB_BUDGET_TOPK ? "topk" : "traffic") : "");
-                snprintf(v[5], 64, "%.0f", co.context);
-                snprintf(v[6], 64, "%d", o->decode_tokens);
-                snprintf(v[7], 64, "%d", o->reps);
-                snprintf(v[8], 64, "%d", R);
-                snprintf(v[9], 64, "%s", fill_name(fill));
-                snprintf(v[10], 64, "%d", kb_pool_threads());
-                snprintf(v[11], 64, "%.4f", co.decode_s * 1e3);
-                snprintf(v[12], 64, "%.4f", co.attn_s * 1e3);
-                snprintf(v[13], 64, "%.4f", co.select_s * 1e3);
-                snprintf(v[14], 64, "%.0f", co.weight_bytes);
-                snprintf(v[15], 64, "%.0f", co.kv_read);
-                snprintf(v[16], 64, "%.0f", bytes);
-                snprintf(v[17], 64, "%.3f", gbps);
-                snprintf(v[18], 64, "%.4f", gbps / bw);
-                snprintf(v[19], 64, "%.3f", bw);
-                snprintf(v[20], 64, "%.2f", co.res_tok);
-                fmtd(v[21], 64, "%.0f", co.T > 0 ? co.T : -1);
-                snprintf(v[22], 64, "%.0f", co.res_bytes);
-                fmtd(v[23], 64, "%.0f", co.peak_rss);
-                v[24][0] = 0; /* speedup: once the context's full cell has run */
-                const char *vals[25];
-                for (int k = 0; k < 25; k++) vals[k] = v[k];
-                vals[2] = cell->params_json;
-                table_add(&t, vals);
+                /* the cell's last round: its row */
+                cell_out co = cell_row(&t, o, cell, outs + (size_t)c * R, R, fill, bw, med);
+                double gbps = (co.weight_bytes + co.kv_read) / co.decode_s / 1e9;
                 if (!o->quiet) {
                     printf("%-14s %6s %7.0f %9.3f %8.3f %8.3f %8.2f %6.0f%% %10.1f %9.1f\n", cell->p.label,
-                           v[3], co.context, co.decode_s * 1e3, co.attn_s * 1e3, co.select_s * 1e3, gbps,
+                           t.rows[t.nrow - 1][3], co.context, co.decode_s * 1e3, co.attn_s * 1e3, co.select_s * 1e3, gbps,
                            100 * gbps / bw, co.res_tok, co.peak_rss / 1048576.0);
                     fflush(stdout);
                 }

@@ -384,29 +384,38 @@ static void test_malformed(void) {
 }
 
 /* Writes the spec'd file as dir/name in a new temporary dir (the caller
- * removes both); returns its image in *b (caller frees b->p), 0 on success. */
+ * removes both) and returns 0 with its image in *b (caller frees b->p); on
+ * failure records a failed check and returns -1 with nothing to free. */
 static int write_spec(const spec *s, const char *name, char dir[32], char path[256], buf *b) {
+    *b = (buf){0};
     snprintf(dir, 32, "/tmp/kvbench-test-gguf-XXXXXX");
-    if (!mkdtemp(dir)) return -1;
+    if (!mkdtemp(dir)) {
+        CHECK_MSG(0, "cannot create a temporary directory");
+        return -1;
+    }
     snprintf(path, 256, "%s/%s", dir, name);
     *b = build(s);
     FILE *fp = fopen(path, "wb");
     int ok = fp && fwrite(b->p, 1, b->n, fp) == b->n;
     if (fp) ok &= fclose(fp) == 0;
-    return ok ? 0 : -1;
+    if (!ok) {
+        CHECK_MSG(0, "cannot write %s", path);
+        unlink(path);
+        rmdir(dir);
+        free(b->p);
+        *b = (buf){0};
+        return -1;
+    }
+    return 0;
 }
 
 static void test_files(void) {
     char dir[32], path[256];
     spec s = spec_default();
-    buf b = {0};
-    if (write_spec(&s, "ok.gguf", dir, path, &b)) {
-        CHECK(0);
-        free(b.p);
-        return;
-    }
+    buf b;
     gguf_file *f;
     kb_err err = {0};
+    if (write_spec(&s, "ok.gguf", dir, path, &b)) return;
     CHECK_EQ_INT(gguf_open(path, &f, &err), 0);
     if (f) {
         CHECK_EQ_INT(f->size, b.n);
@@ -453,14 +462,10 @@ static void test_load_data(void) {
     s.big = 1;
     s.type_b = GGML_F32;
     s.ne0 = 1u << 20; /* b: [2^20, 3] f32 = 12 MiB */
-    buf b = {0};
-    if (write_spec(&s, "big.gguf", dir, path, &b)) {
-        CHECK(0);
-        free(b.p);
-        return;
-    }
+    buf b;
     gguf_file *f;
     kb_err err = {0};
+    if (write_spec(&s, "big.gguf", dir, path, &b)) return;
     CHECK_EQ_INT(gguf_open(path, &f, &err), 0);
     if (f) {
         size_t n = f->size - f->data_offset;
