@@ -1,13 +1,19 @@
 /* pool.c - the persistent decode worker pool (kernels/pool.h).
  *
- * One job at a time. The job is published in a single 64-bit claim word,
- * (generation << 32) | next chunk, after its fields (fn, ctx, n, want) were
- * stored; a participant reads the word, reads the fields, and claims chunk
- * i by a compare-and-swap from (g, i) to (g, i + 1). A successful CAS proves
- * the job was still current between the read of the word and the claim (the
- * word only grows within a generation, and a new job is only published after
- * every chunk of the previous one was claimed and finished), so the fields
- * read in between belong to it. Pool threads count the chunks they finish
+ * One job at a time. The job is published in a single 64-bit claim word
+ * (generation, chunk count n, next chunk i), after its other fields (fn,
+ * ctx, base, want) were stored; a participant reads the word, reads the
+ * fields, and claims chunk i < n by a compare-and-swap from (g, n, i) to
+ * (g, n, i + 1). A successful CAS proves the job was still current between
+ * the read of the word and the claim (the word only grows within a
+ * generation, and a new job's fields are only written after every chunk of
+ * the previous one was claimed and finished), so the fields read in
+ * between belong to it. n must be in the word: with n read as a field, a
+ * participant that read the exhausted word (g, n, n) of a finished job and
+ * then the next job's larger n while its word was not yet published could
+ * claim (g, n, n) -> (g, n, n + 1) and run a chunk of the new job twice
+ * (seen under AddressSanitizer in tests/unit/test_pool.c). Jobs of more
+ * than CHUNKS_MAX chunks run as consecutive jobs. Pool threads count the chunks they finish
  * in `done`; the caller runs chunks too, then waits until done equals the
  * number of chunks it did not run itself: it never waits for a thread that
  * claimed nothing.
@@ -33,13 +39,15 @@
 #define SPIN_PAUSE_S 50e-6  /* idle worker: pause-spin this long after a job */
 #define SPIN_YIELD_S 2e-3   /* then sched_yield until this long, then futex sleep */
 #define WAIT_PAUSE_S 20e-6  /* caller waiting for claimed chunks: pause, then yield */
+#define CHUNKS_MAX ((1 << 20) - 1) /* chunks per job in the claim word */
+#define CLAIM(g, n, i) ((uint64_t)(g) << 40 | (uint64_t)(n) << 20 | (uint64_t)(i))
 
 static struct {
-    _Atomic uint64_t claim;  /* (generation << 32) | next unclaimed chunk */
+    _Atomic uint64_t claim;  /* gen << 40 | n << 20 | next unclaimed chunk (CLAIM) */
     _Atomic int done;        /* chunks finished by pool threads in the current job */
     _Atomic(kb_pool_fn) fn;
     _Atomic(void *) ctx;
-    _Atomic int n;           /* chunks of the current job */
+    _Atomic int base;        /* chunk i of the job is fn's chunk base + i */
     _Atomic int want;        /* participants of the current job (caller included) */
     _Atomic uint32_t wake;   /* futex word, bumped at every job */
     _Atomic int sleepers;    /* pool threads in futex_wait (or about to be) */
@@ -68,14 +76,14 @@ static int run_chunks(int w) {
         uint64_t c = atomic_load_explicit(&P.claim, memory_order_acquire);
         kb_pool_fn fn = atomic_load_explicit(&P.fn, memory_order_relaxed);
         void *ctx = atomic_load_explicit(&P.ctx, memory_order_relaxed);
-        int n = atomic_load_explicit(&P.n, memory_order_relaxed);
+        int base = atomic_load_explicit(&P.base, memory_order_relaxed);
         int want = atomic_load_explicit(&P.want, memory_order_relaxed);
-        int i = (int)(uint32_t)c;
+        int i = (int)(c & CHUNKS_MAX), n = (int)(c >> 20 & CHUNKS_MAX);
         if (w >= want || i >= n) return ran;
         if (!atomic_compare_exchange_weak_explicit(&P.claim, &c, c + 1, memory_order_acq_rel,
                                                    memory_order_relaxed))
             continue;
-        fn(ctx, i, w);
+        fn(ctx, base + i, w);
         ran++;
         if (w) atomic_fetch_add_explicit(&P.done, 1, memory_order_release);
     }
@@ -153,6 +161,8 @@ int kb_pool_threads(void) {
     return t < 1 ? 1 : t > KB_POOL_THREADS_MAX ? KB_POOL_THREADS_MAX : t;
 }
 
+static void pool_job(int base, int n, kb_pool_fn fn, void *ctx, int want);
+
 void kb_pool_run(int n, kb_pool_fn fn, void *ctx) {
     if (n <= 0) return;
     int want = kb_pool_threads();
@@ -168,13 +178,21 @@ void kb_pool_run(int n, kb_pool_fn fn, void *ctx) {
     }
     int have = ensure_workers(want - 1);
     if (have + 1 < want) want = have + 1;
+    for (int base = 0; base < n; base += CHUNKS_MAX) /* in increasing order, as promised */
+        pool_job(base, KB_MIN(CHUNKS_MAX, n - base), fn, ctx, want);
+    atomic_fetch_add_explicit(&P.calls, 1, memory_order_relaxed);
+    atomic_store_explicit(&P.busy, 0, memory_order_release);
+}
+
+/* One published job of n <= CHUNKS_MAX chunks (base..base+n-1 of fn's). */
+static void pool_job(int base, int n, kb_pool_fn fn, void *ctx, int want) {
     atomic_store_explicit(&P.done, 0, memory_order_relaxed);
     atomic_store_explicit(&P.fn, fn, memory_order_relaxed);
     atomic_store_explicit(&P.ctx, ctx, memory_order_relaxed);
-    atomic_store_explicit(&P.n, n, memory_order_relaxed);
+    atomic_store_explicit(&P.base, base, memory_order_relaxed);
     atomic_store_explicit(&P.want, want, memory_order_relaxed);
-    P.gen++;
-    atomic_store_explicit(&P.claim, (uint64_t)P.gen << 32, memory_order_release);
+    P.gen = (P.gen + 1) & ((1u << 24) - 1);
+    atomic_store_explicit(&P.claim, CLAIM(P.gen, n, 0), memory_order_release);
     atomic_fetch_add(&P.wake, 1); /* seq_cst: pairs with the sleepers check below */
     if (atomic_load(&P.sleepers) > 0) futex_wake_all(&P.wake);
     tl_in_pool = 1;
@@ -191,8 +209,6 @@ void kb_pool_run(int n, kb_pool_fn fn, void *ctx) {
         if (kb_now() - t0 < WAIT_PAUSE_S) continue;
         sched_yield();
     }
-    atomic_fetch_add_explicit(&P.calls, 1, memory_order_relaxed);
-    atomic_store_explicit(&P.busy, 0, memory_order_release);
 }
 
 void kb_pool_get_stats(kb_pool_stats *s) {
