@@ -778,20 +778,26 @@ static int min_mult_for(uint32_t type) {
 
 /* Below this many weight bytes one thread is faster than sharing the work. */
 #define MATVEC_PAR_BYTES (64 * 1024)
-/* Work unit of the worker pool: about this many weight bytes per chunk
- * (a claim costs ~0.1 us, a 64 KiB chunk ~4 us), and at least 4 chunks per
- * thread so a late or descheduled thread leaves little for the others. */
-#define MATVEC_CHUNK_BYTES (64 * 1024)
+/* Work unit of the worker pool: about this many weight bytes per chunk, and
+ * at least MATVEC_CHUNKS_PER_THREAD chunks per thread so a late or
+ * descheduled thread leaves little for the others. Every chunk starts cold
+ * (its first lines come from memory before the prefetch runs ahead; ~0.2 us),
+ * so fewer, larger chunks are faster: SmolLM2's mat-vecs of one token, 64 KiB
+ * and 4 per thread (~2000 chunks) vs 256 KiB and 2 per thread (~850),
+ * alternated in one process: 0-8% less time depending on the machine's
+ * phase (docs/PERFORMANCE.md). */
+#define MATVEC_CHUNK_BYTES (256 * 1024)
+#define MATVEC_CHUNKS_PER_THREAD 2
 
 /* Rows per pool chunk of one matrix: a multiple of 16 rows (64 bytes of y:
  * two threads never write one cache line; row groups start at multiples of
  * 16 whatever the split, so results do not depend on it) of about
- * MATVEC_CHUNK_BYTES, at least 4 chunks per thread. Guided sizes (shrinking
- * towards the end) measured ~5% slower on SmolLM2's decode mat-vecs: every
- * chunk starts with a cold prefetch window. */
+ * MATVEC_CHUNK_BYTES, at least MATVEC_CHUNKS_PER_THREAD chunks per thread.
+ * Guided sizes (shrinking towards the end) measured ~5% slower, for the same
+ * cold starts. */
 static long mv_rows_per_chunk(int rows, size_t row_bytes, int nthr) {
     long per = (long)(MATVEC_CHUNK_BYTES / (row_bytes ? row_bytes : 1));
-    long cap = (rows + 4L * nthr - 1) / (4L * nthr);
+    long cap = (rows + (long)MATVEC_CHUNKS_PER_THREAD * nthr - 1) / ((long)MATVEC_CHUNKS_PER_THREAD * nthr);
     if (per > cap) per = cap;
     per = (per + 15) / 16 * 16;
     return per < 16 ? 16 : per;
@@ -1327,7 +1333,8 @@ static void rows_exact(uint32_t type, const uint8_t *w, size_t row_bytes, int r0
 #if defined(__AVX2__) || defined(__AVX512F__)
     {   /* the kernels prefetch PF_DIST ahead of where they read: cover the
          * first PF_DIST bytes of a new range, which nothing prefetched yet
-         * (measured: 6.2 -> 5.0 ms per token of mat-vecs with 64 KiB chunks) */
+         * (measured: 6.2 -> 5.0 ms per token of mat-vecs, with the 64 KiB chunks of
+         * the time) */
         const char *p = (const char *)(w + (size_t)r0 * row_bytes);
         size_t n = KB_MIN((size_t)PF_DIST, (size_t)(r1 - r0) * row_bytes);
         for (size_t o = 0; o < n; o += 64) _mm_prefetch(p + o, PF_HINT);
