@@ -74,9 +74,10 @@ void *kb_amalloc(size_t n, const char *file, int line);
 /* The same, returning NULL when memory is short (for optional copies). */
 void *kb_amalloc_try(size_t n);
 void kb_afree(void *p);
-/* Whether kb_amalloc puts blocks of 4 MiB and more on transparent huge
- * pages (2 MiB aligned, MADV_HUGEPAGE): yes unless the environment variable
- * KVBENCH_HUGEPAGES is "0" (read once). */
+/* Whether kb_amalloc puts large blocks on transparent huge pages (2 MiB
+ * aligned, MADV_HUGEPAGE): blocks of 4 MiB and more, and blocks of 2 MiB and
+ * more that rounding up to whole 2 MiB pages grows by at most an eighth;
+ * yes unless the environment variable KVBENCH_HUGEPAGES is "0" (read once). */
 int kb_hugepages_on(void);
 
 char *kb_strdup(const char *s);

@@ -11,8 +11,7 @@ void kvstream_init(kb_kvstream *s, kb_dtype t, int D, int cap) {
 }
 
 void kvstream_free(kb_kvstream *s) {
-    kb_afree(s->K);
-    kb_afree(s->V);
+    kb_afree(s->K); /* V lives in the same block */
     free(s->pos);
     s->K = s->V = NULL;
     s->pos = NULL;
@@ -24,14 +23,17 @@ void kvstream_reserve(kb_kvstream *s, int cap) {
     int nc = s->cap ? s->cap : 16;
     while (nc < cap) nc = nc > (1 << 29) ? cap : nc * 2;
     size_t row = (size_t)s->D * kb_dtype_size(s->dtype);
-    void *K = KB_AMALLOC((size_t)nc * row);
-    void *V = KB_AMALLOC((size_t)nc * row);
+    /* K and V in one block, V from the first 64-byte boundary after K: one
+     * allocation of twice the size reaches the huge-page size (kb_amalloc)
+     * at half the context (SmolLM2's f16 streams at 8K: 2 x 1 MiB) */
+    size_t kbytes = ((size_t)nc * row + 63) & ~(size_t)63;
+    char *K = KB_AMALLOC(2 * kbytes);
+    char *V = K + kbytes;
     if (s->n) {
         memcpy(K, s->K, (size_t)s->n * row);
         memcpy(V, s->V, (size_t)s->n * row);
     }
     kb_afree(s->K);
-    kb_afree(s->V);
     s->K = K;
     s->V = V;
     s->pos = KB_REALLOC(s->pos, (size_t)nc * sizeof(int32_t));

@@ -16,7 +16,8 @@ typedef struct kb_kvstream {
     int n;          /* slots in use */
     int cap;        /* slots allocated */
     void *K;        /* [cap][D] keys, post-RoPE */
-    void *V;        /* [cap][D] values */
+    void *V;        /* [cap][D] values (in K's allocation, from the first 64-byte
+                       boundary after K's cap rows: free K only) */
     int32_t *pos;   /* [cap] original sequence position of each slot */
 } kb_kvstream;
 

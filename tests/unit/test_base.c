@@ -1,5 +1,6 @@
 /* test_base.c - fp16/bf16 conversion against independent definitions. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "check.h"
@@ -87,6 +88,15 @@ int main(void) {
         float k[4] = {(float)i, 1, 2, 3}, v[4] = {(float)-i, 0, 0, 0};
         kvstream_append_f32(&s, k, v, 1000 + i);
     }
+    /* growth (16 -> 128 slots) kept every K and V row: V shares K's block */
+    bad = 0;
+    for (int i = 0; i < 100; i++) {
+        float kk[4], vv[4];
+        kvstream_get_f32(&s, i, kk, vv);
+        bad += kk[0] != (float)i || kk[3] != 3.0f || vv[0] != (float)-i || s.pos[i] != 1000 + i;
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK((char *)s.V >= (char *)s.K + (size_t)s.cap * 4 * 2 && ((uintptr_t)s.V & 63) == 0);
     int32_t idx[3] = {5, 99, 0};
     kvstream_append_rows(&t, &s, idx, 3);
     float k[4], v[4];
@@ -97,5 +107,29 @@ int main(void) {
     CHECK_EQ_INT(kvstream_bytes(&t), 2 * 3 * 4 * 2);
     kvstream_free(&s);
     kvstream_free(&t);
+
+    /* which blocks go on huge pages (kernels/kb_base.h): those are 2 MiB
+     * aligned, the others are not (a 64-aligned block from the allocator's
+     * own mmap starts 64 bytes into a page). Expected by the stated rule:
+     * >= 4 MiB, or >= 2 MiB growing by <= 1/8 when rounded to 2 MiB. */
+    if (kb_hugepages_on()) {
+        const size_t M = (size_t)1 << 20;
+        struct { size_t n; int huge; } cases[] = {
+            {1 * M, 0}, {2 * M, 1}, {2 * M + 64, 0}, {3 * M, 0}, {(size_t)(3.6 * M) & ~(size_t)63, 1},
+            {4 * M - 64, 1}, {4 * M + 64, 1}, {5 * M, 1},
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            void *p = KB_AMALLOC(cases[i].n);
+            int aligned = ((uintptr_t)p & (2 * M - 1)) == 0;
+            if (aligned != cases[i].huge) fprintf(stderr, "  kb_amalloc(%zu): 2 MiB aligned %d\n", cases[i].n, aligned);
+            CHECK_EQ_INT(aligned, cases[i].huge);
+            kb_afree(p);
+        }
+        /* SmolLM2's f16 stream at 8K: K and V (1 MiB each) fill one huge page */
+        kb_kvstream h;
+        kvstream_init(&h, KB_F16, 64, 8192);
+        CHECK(((uintptr_t)h.K & (2 * M - 1)) == 0 && (char *)h.V == (char *)h.K + M);
+        kvstream_free(&h);
+    }
     return check_summary("test_base");
 }
