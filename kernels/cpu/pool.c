@@ -191,6 +191,8 @@ static void pool_job(int base, int n, kb_pool_fn fn, void *ctx, int want) {
     atomic_store_explicit(&P.ctx, ctx, memory_order_relaxed);
     atomic_store_explicit(&P.base, base, memory_order_relaxed);
     atomic_store_explicit(&P.want, want, memory_order_relaxed);
+    /* 24 bits: a stale claim word could match again only for a participant
+     * stopped between its load and its CAS for 2^24 jobs (minutes of decode) */
     P.gen = (P.gen + 1) & ((1u << 24) - 1);
     atomic_store_explicit(&P.claim, CLAIM(P.gen, n, 0), memory_order_release);
     atomic_fetch_add(&P.wake, 1); /* seq_cst: pairs with the sleepers check below */
