@@ -8,8 +8,11 @@
  * option --cell JSON; re-exec rather than fork because the parent may have
  * used OpenMP, whose thread pool does not survive a fork). A child fills a
  * KV cache of `context` tokens (random values, or the parent's prefill
- * snapshot), builds the method's per-layer states from it as a sweep does,
- * frees the filled cache, resets its RSS high-water mark, and decodes:
+ * snapshot) one layer at a time, building the method's state for each layer
+ * from it as a sweep does and freeing the layer's filled cache right after
+ * (so a Full KV cell holds the cache once, not twice: 128K tokens of
+ * synthetic:llama3.1-8b fit in 24 GiB), resets its RSS high-water mark, and
+ * decodes:
  * one untimed repetition of decode_tokens steps, then `reps` timed ones,
  * each rolled back to the same starting point (methodset_rollback), medians
  * reported. So peak_rss counts the weights, the method's state (K/V it
@@ -103,7 +106,10 @@ static int snap_write(const char *path, const kb_prefill *pf, int L, kb_err *err
     return 0;
 }
 
-static int snap_read(const char *path, kb_prefill *pf, int L, kb_err *err) {
+/* Opens a snapshot for reading one layer at a time: reads the header and
+ * every layer's window queries (small) into pf; snap_read_layer() then reads
+ * the K/V of each layer in turn (the file's order). */
+static int snap_open(const char *path, kb_prefill *pf, int L, FILE **out, kb_err *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return kb_fail(err, KB_ERUNTIME, "%s: cannot open: %s", path, strerror(errno));
     char mg[8];
@@ -119,22 +125,34 @@ static int snap_read(const char *path, kb_prefill *pf, int L, kb_err *err) {
         pf->nq_layer[l] = nq;
     }
     pf->n_q = nq;
+    if (!ok) {
+        fclose(f);
+        return kb_fail(err, KB_ERUNTIME, "%s: not a snapshot of this model and context", path);
+    }
+    *out = f;
+    return 0;
+}
+
+/* The next layer's K, V and positions (layers in order). */
+static int snap_read_layer(FILE *f, const char *path, kb_prefill *pf, int l, int L, kb_err *err) {
     size_t rowb = (size_t)pf->D * kb_dtype_size(pf->dtype);
-    for (int i = 0; i < pf->n_layers * pf->Hkv && ok; i++) {
+    int ok = 1;
+    for (int i = l * pf->Hkv; i < (l + 1) * pf->Hkv && ok; i++) {
         kb_kvstream *s = &pf->kv[i];
         kvstream_reserve(s, L);
         ok = fread(s->K, rowb, (size_t)L, f) == (size_t)L && fread(s->V, rowb, (size_t)L, f) == (size_t)L &&
              fread(s->pos, sizeof(int32_t), (size_t)L, f) == (size_t)L;
         s->n = L;
     }
-    fclose(f);
     return ok ? 0 : kb_fail(err, KB_ERUNTIME, "%s: not a snapshot of this model and context", path);
 }
 
 /* --------------------------------------------------------- random fill --- */
 
+#define RNG_INC 0x9e3779b97f4a7c15ull /* splitmix64's increment */
+
 static uint64_t rng_next(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    uint64_t z = (*s += RNG_INC);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
@@ -162,17 +180,17 @@ static void random_values(void *dst, kb_dtype t, size_t n, uint64_t *s) {
     }
 }
 
-static void random_fill(kb_prefill *pf, int L, uint64_t seed) {
-    uint64_t s = seed;
-    size_t rowe = (size_t)pf->D;
-    for (int i = 0; i < pf->n_layers * pf->Hkv; i++) {
-        kb_kvstream *st = &pf->kv[i];
-        kvstream_reserve(st, L);
-        random_values(st->K, pf->dtype, (size_t)L * rowe, &s);
-        random_values(st->V, pf->dtype, (size_t)L * rowe, &s);
-        for (int j = 0; j < L; j++) st->pos[j] = j;
-        st->n = L;
-    }
+/* The random fill is one splitmix64 sequence from `seed`: every stream's K
+ * then V in stream order (layer-major), then every layer's window queries.
+ * The generator's state after n draws is seed + n * its increment, so a
+ * layer can be filled on its own (random_fill_layer) with the values a fill
+ * of the whole cache in that order would give. */
+static uint64_t random_draws(kb_dtype t, size_t n) { return t == KB_F32 ? n : (n + 3) / 4; }
+
+/* Window queries of every layer and their positions. */
+static void random_fill_windows(kb_prefill *pf, int L, uint64_t seed) {
+    uint64_t per_stream = 2 * random_draws(pf->dtype, (size_t)L * pf->D);
+    uint64_t s = seed + (uint64_t)pf->n_layers * pf->Hkv * per_stream * RNG_INC;
     int nq = KB_MIN(pf->W, L);
     size_t qrow = (size_t)pf->Hq * pf->D;
     for (int l = 0; l < pf->n_layers; l++) {
@@ -183,6 +201,42 @@ static void random_fill(kb_prefill *pf, int L, uint64_t seed) {
     }
     for (int i = 0; i < nq; i++) pf->qwin_pos[i] = L - nq + i;
     pf->n_q = nq;
+}
+
+static void random_fill_layer(kb_prefill *pf, int l, int L, uint64_t seed) {
+    size_t rowe = (size_t)pf->D;
+    uint64_t per_stream = 2 * random_draws(pf->dtype, (size_t)L * rowe);
+    for (int i = l * pf->Hkv; i < (l + 1) * pf->Hkv; i++) {
+        uint64_t s = seed + (uint64_t)i * per_stream * RNG_INC;
+        kb_kvstream *st = &pf->kv[i];
+        kvstream_reserve(st, L);
+        random_values(st->K, pf->dtype, (size_t)L * rowe, &s);
+        random_values(st->V, pf->dtype, (size_t)L * rowe, &s);
+        for (int j = 0; j < L; j++) st->pos[j] = j;
+        st->n = L;
+    }
+}
+
+/* The child's prefill, one layer at a time (kb_layer_source): a layer is
+ * filled just before the method's state for it is built and freed after. */
+typedef struct fill_src {
+    kb_prefill *pf;
+    int L;
+    uint64_t seed; /* random fill */
+    FILE *snap;    /* snapshot fill (else random) */
+    const char *snap_path;
+} fill_src;
+
+static int fill_load(void *u, int l, kb_err *err) {
+    fill_src *fs = u;
+    if (fs->snap) return snap_read_layer(fs->snap, fs->snap_path, fs->pf, l, fs->L, err);
+    random_fill_layer(fs->pf, l, fs->L, fs->seed);
+    return 0;
+}
+
+static void fill_release(void *u, int l) {
+    fill_src *fs = u;
+    for (int i = l * fs->pf->Hkv; i < (l + 1) * fs->pf->Hkv; i++) kvstream_free(&fs->pf->kv[i]);
 }
 
 /* ----------------------------------------------------------- the child --- */
@@ -261,19 +315,24 @@ static int lat_cell(const char *spec) {
                      hp->n_ctx_train);
         goto fail;
     }
-    /* the filled cache and the method's copy of it coexist while building */
-    if ((rc = model_check_memory(m, L + N, 2, kv, &err))) goto fail;
+    /* the filled cache is made one layer at a time, just before the method's
+     * state for that layer, and freed after: at most one layer of it
+     * coexists with the method's copy (a Full KV cell holds the cache once) */
+    if ((rc = model_check_memory(m, L + N, 1.0 + 1.0 / hp->n_layer, kv, &err))) goto fail;
     kb_prefill pf;
-    prefill_init(&pf, hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim, kv, (int)W, (int)L);
-    if (!strcmp(fill, "random")) random_fill(&pf, (int)L, 0x5eedull + (uint64_t)L);
-    else if ((rc = snap_read(snap, &pf, (int)L, &err))) {
+    prefill_init(&pf, hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim, kv, (int)W, 0);
+    fill_src fs = {&pf, (int)L, 0x5eedull + (uint64_t)L, NULL, snap};
+    if (!strcmp(fill, "random")) random_fill_windows(&pf, (int)L, fs.seed);
+    else if ((rc = snap_open(snap, &pf, (int)L, &fs.snap, &err))) {
         prefill_free(&pf);
         goto fail;
     }
     kb_method_ctx mctx = method_ctx_make(hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim, kv,
                                          hp->n_ctx_train, (int)L + 1, (int)N);
     kb_methodset *ms = NULL;
-    rc = methodset_build(&p, &mctx, &pf, &ms, &err);
+    kb_layer_source src = {fill_load, fill_release, &fs};
+    rc = methodset_build_layers(&p, &mctx, &pf, &src, &ms, &err);
+    if (fs.snap) fclose(fs.snap);
     prefill_free(&pf); /* the shared cache is not the method's memory */
     if (rc) goto fail;
     kb_forward *f = forward_new(m, 1);

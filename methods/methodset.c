@@ -65,6 +65,11 @@ kb_method_ctx method_ctx_make(int n_layers, int Hq, int Hkv, int D, kb_dtype kv_
 
 int methodset_build(const kb_method_params *p, const kb_method_ctx *ctx, const kb_prefill *pf,
                     kb_methodset **out, kb_err *err) {
+    return methodset_build_layers(p, ctx, pf, NULL, out, err);
+}
+
+int methodset_build_layers(const kb_method_params *p, const kb_method_ctx *ctx, const kb_prefill *pf,
+                           const kb_layer_source *src, kb_methodset **out, kb_err *err) {
     const kb_method_ops *full = method_find("full");
     if (!full) return kb_fail(err, KB_ERUNTIME, "method registry has no 'full' method");
     kb_methodset *m = KB_CALLOC(1, sizeof *m);
@@ -84,9 +89,14 @@ int methodset_build(const kb_method_params *p, const kb_method_ctx *ctx, const k
         c.layer = l;
         int dense = l < p->skip_layers;
         m->ops[l] = dense ? full : p->ops;
+        if (src && src->load && (rc = src->load(src->u, l, err))) {
+            kb_err_prefix(err, "%s: layer %d", p->label, l);
+            break;
+        }
         kb_prefill_view v = prefill_view(pf, l);
         rc = m->ops[l]->layer_init(dense ? &m->full_p : &m->p, &c, &v, &m->state[l], err);
         if (rc) kb_err_prefix(err, "%s: layer %d", p->label, l);
+        if (src && src->release) src->release(src->u, l);
     }
     if (rc) {
         methodset_free(m);

@@ -33,6 +33,19 @@ kb_method_ctx method_ctx_make(int n_layers, int Hq, int Hkv, int D, kb_dtype kv_
  * n_ctx); the layer field is filled per layer. */
 int methodset_build(const kb_method_params *p, const kb_method_ctx *ctx, const kb_prefill *pf,
                     kb_methodset **out, kb_err *err);
+/* A prefill produced one layer at a time (bench methods' children, so that a
+ * long context's filled cache and the method's copy of it need not coexist):
+ * load(u, l, err) makes layer l of the prefill valid before that layer's
+ * state is built; release(u, l) may then free it (NULL: keep it). A method's
+ * layer_init reads only its own layer's view and keeps no pointer into it
+ * (tests/unit/test_methodset.c frees each layer after its build). */
+typedef struct kb_layer_source {
+    int (*load)(void *u, int layer, kb_err *err);
+    void (*release)(void *u, int layer);
+    void *u;
+} kb_layer_source;
+int methodset_build_layers(const kb_method_params *p, const kb_method_ctx *ctx, const kb_prefill *pf,
+                           const kb_layer_source *src, kb_methodset **out, kb_err *err);
 /* The backend: decode goes to each layer's method; prefill is a later turn's
  * new tokens (any number of chunks), attending per query head to retained()
  * plus the turn's tokens so far. methodset_end_turn() then hands each layer

@@ -389,7 +389,7 @@ size_t model_kv_bytes(const kb_model *m, long tokens, kb_dtype t) {
            (size_t)(tokens > 0 ? tokens : 0);
 }
 
-int model_check_memory(const kb_model *m, long tokens, int kv_copies, kb_dtype t, kb_err *err) {
+int model_check_memory(const kb_model *m, long tokens, double kv_copies, kb_dtype t, kb_err *err) {
     size_t avail = machine_mem_available();
     if (!avail) return 0; /* unknown: do not guess */
     const kb_hparams *hp = &m->hp;
@@ -397,15 +397,15 @@ int model_check_memory(const kb_model *m, long tokens, int kv_copies, kb_dtype t
     size_t act = (size_t)256 * (4 * (size_t)hp->n_embd + 3 * (size_t)hp->n_head * hp->head_dim +
                                 2 * (size_t)hp->n_ff) * sizeof(float) +
                  (size_t)hp->n_vocab * sizeof(float);
-    /* GGUF weights are a file mapping already counted by the page cache; synthetic
-     * weights are already allocated: neither is new memory here */
-    size_t need = kv * (size_t)kv_copies + act;
+    /* the weights (a GGUF file's, copied or still mapped, or synthetic ones)
+     * are in memory already: not new memory here */
+    size_t need = (size_t)((double)kv * kv_copies) + act;
     if (need > avail)
         return kb_fail(err, KB_EINPUT,
-                       "a context of %ld tokens needs %.2f GiB (%d K/V cache%s of %.2f GiB in %s + "
+                       "a context of %ld tokens needs %.2f GiB (%.3g K/V cache%s of %.2f GiB in %s + "
                        "%.2f GiB of activations) but only %.2f GiB of memory is available: use a "
                        "shorter context, kv_dtype f16, or a machine with more memory",
-                       tokens, need / 1073741824.0, kv_copies, kv_copies > 1 ? "s" : "",
+                       tokens, need / 1073741824.0, kv_copies, kv_copies != 1 ? "s" : "",
                        kv / 1073741824.0, kb_dtype_name(t), act / 1073741824.0,
                        avail / 1073741824.0);
     return 0;

@@ -55,10 +55,10 @@ size_t model_decode_weight_bytes(const kb_model *m);
 /* Bytes of K+V for `tokens` tokens of every layer and KV head. */
 size_t model_kv_bytes(const kb_model *m, long tokens, kb_dtype t);
 /* Checks, before allocating, that `kv_copies` K/V caches of `tokens` tokens
- * (plus activations, and the weights for synthetic models) fit in the
+ * (a fraction counts part of one; plus activations) fit in the
  * available memory; otherwise KB_EINPUT with a message giving what it would
  * need and what is available. */
-int model_check_memory(const kb_model *m, long tokens, int kv_copies, kb_dtype t, kb_err *err);
+int model_check_memory(const kb_model *m, long tokens, double kv_copies, kb_dtype t, kb_err *err);
 
 /* Scratch and timers of a forward pass. */
 typedef struct kb_forward {
