@@ -13,6 +13,7 @@
 
 #include "kernels/attn_impl.h"
 #include "kernels/cpu/simd.h"
+#include "kernels/pool.h"
 #include "kernels/select.h"
 
 /* exp of x[0..n) with every element on the vector path of simd_exp_inplace,
@@ -324,9 +325,84 @@ void kb_cpu_attn_gather(const float *q, int G, const kb_kvstream *s, const int32
     kb_cpu_attn_gather_rows(q, G, s, rows, nv, scale, out);
 }
 
-/* ---- SnapKV window scores ---- */
+/* ---- SnapKV window scores ----
+ *
+ * Each pass takes up to SK_ROWS (window row, head) pairs: the logits of
+ * every key (four dots at a time sharing the key row, each dot as
+ * simd_dot), then per row its max, exp and sum, then the rows' weights are
+ * added to the output in row order. All three phases run on the pool
+ * (chunks of keys, rows, chunks of keys) and give the same values bit for
+ * bit as one thread: a dot, a row's sum and an output element's sequence
+ * of additions are each computed by one chunk in the same order; the
+ * vectorised max equals the sequential one (max is exact; a NaN logit is
+ * skipped by both; a -0/+0 difference vanishes in exp). */
 
-#define SK_ROWS 32 /* (window row, head) pairs scored per pass over K */
+#define SK_ROWS 32          /* (window row, head) pairs scored per pass over K */
+#define SK_KEYS_CHUNK 1024  /* keys per logits chunk */
+#define SK_OUT_CHUNK 4096   /* output elements per accumulation chunk */
+
+typedef struct sk_job {
+    const float *qa[SK_ROWS + 3]; /* the pass's query rows (+ padding of the last four) */
+    const int32_t *qrow_pos;      /* [nr] position of each row's query */
+    int nr, n, n_prefix, D, G, r0;
+    const kb_kvstream *s;
+    float scale, *lg, *rowbuf, *inv; /* inv[t] = 1 / sum, 0 when the row sees nothing */
+    size_t ld, ldo;
+    float *out;
+} sk_job;
+
+static void sk_logits(void *ctx, int chunk, int worker) {
+    sk_job *jb = ctx;
+    float *row = jb->rowbuf + (size_t)worker * jb->D;
+    int j0 = chunk * SK_KEYS_CHUNK, j1 = KB_MIN(jb->n, j0 + SK_KEYS_CHUNK);
+    for (int j = j0; j < j1; j++) {
+        simd_cvt_row(jb->s->dtype, kvstream_krow(jb->s, j), row, jb->D);
+        int32_t pj = jb->s->pos[j];
+        for (int t = 0; t < jb->nr; t += 4) {
+            float d4[4];
+            simd_dot4(jb->qa + t, row, jb->D, d4);
+            for (int u = 0; u < 4 && t + u < jb->nr; u++)
+                jb->lg[(size_t)(t + u) * jb->ld + j] = pj <= jb->qrow_pos[t + u] ? d4[u] * jb->scale : -INFINITY;
+        }
+    }
+}
+
+static float sk_max(const float *x, int n) {
+    int j = 0;
+    float mx = -INFINITY;
+#if defined(__AVX512F__)
+    __m512 m = _mm512_set1_ps(-INFINITY);
+    for (; j + 16 <= n; j += 16) m = _mm512_max_ps(_mm512_loadu_ps(x + j), m); /* NaN x keeps m */
+    mx = _mm512_reduce_max_ps(m);
+#endif
+    for (; j < n; j++) mx = x[j] > mx ? x[j] : mx;
+    return mx;
+}
+
+static void sk_softmax_row(void *ctx, int t, int worker) {
+    (void)worker;
+    sk_job *jb = ctx;
+    float *x = jb->lg + (size_t)t * jb->ld, mx = sk_max(x, jb->n);
+    jb->inv[t] = 0;
+    if (mx == -INFINITY) return; /* the row sees nothing */
+    for (int j = 0; j < jb->n; j++) x[j] -= mx; /* -inf stays -inf -> exp 0 */
+    exp_uniform(x, jb->n);
+    float sum = 0;
+    for (int j = 0; j < jb->n; j++) sum += x[j];
+    jb->inv[t] = 1.0f / sum;
+}
+
+static void sk_accumulate(void *ctx, int chunk, int worker) {
+    (void)worker;
+    sk_job *jb = ctx;
+    int j0 = chunk * SK_OUT_CHUNK, j1 = KB_MIN(jb->n_prefix, j0 + SK_OUT_CHUNK);
+    for (int t = 0; t < jb->nr; t++) { /* rows in order: each element's additions as one thread */
+        if (jb->inv[t] == 0) continue;
+        const float *x = jb->lg + (size_t)t * jb->ld;
+        float inv = jb->inv[t], *o = jb->out + (size_t)((jb->r0 + t) % jb->G) * jb->ldo;
+        for (int j = j0; j < j1; j++) o[j] += x[j] * inv;
+    }
+}
 
 void kb_cpu_snapkv_scores(const float *Q, int nq, int ldq, int G, const int32_t *qpos,
                           const kb_kvstream *s, int n, int n_prefix, float scale, float *out,
@@ -334,35 +410,38 @@ void kb_cpu_snapkv_scores(const float *Q, int nq, int ldq, int G, const int32_t 
     int D = s->D, R = nq * G;
     for (int g = 0; g < G; g++) memset(out + (size_t)g * ldo, 0, (size_t)n_prefix * sizeof(float));
     if (n <= 0 || R <= 0) return;
-    size_t ld = (size_t)pad16(n);
-    float *lg = KB_MALLOC((size_t)SK_ROWS * ld * sizeof(float));
-    float *row = KB_MALLOC((size_t)D * sizeof(float));
+    sk_job jb;
+    memset(&jb, 0, sizeof jb);
+    jb.ld = (size_t)pad16(n);
+    jb.lg = KB_MALLOC((size_t)SK_ROWS * jb.ld * sizeof(float));
+    jb.rowbuf = KB_MALLOC((size_t)KB_POOL_THREADS_MAX * D * sizeof(float));
+    jb.inv = KB_MALLOC(SK_ROWS * sizeof(float));
+    int32_t rpos[SK_ROWS];
+    jb.qrow_pos = rpos;
+    jb.n = n;
+    jb.n_prefix = n_prefix;
+    jb.D = D;
+    jb.G = G;
+    jb.s = s;
+    jb.scale = scale;
+    jb.out = out;
+    jb.ldo = (size_t)ldo;
     for (int r0 = 0; r0 < R; r0 += SK_ROWS) {
-        int nr = KB_MIN(SK_ROWS, R - r0);
-        for (int j = 0; j < n; j++) {
-            simd_cvt_row(s->dtype, kvstream_krow(s, j), row, D);
-            for (int t = 0; t < nr; t++) {
-                int i = (r0 + t) / G, g = (r0 + t) % G;
-                lg[(size_t)t * ld + j] = s->pos[j] <= qpos[i]
-                                            ? simd_dot(Q + (size_t)i * ldq + (size_t)g * D, row, D) * scale
-                                            : -INFINITY;
-            }
+        jb.r0 = r0;
+        jb.nr = KB_MIN(SK_ROWS, R - r0);
+        for (int t = 0; t < jb.nr; t++) {
+            int i = (r0 + t) / G, g = (r0 + t) % G;
+            jb.qa[t] = Q + (size_t)i * ldq + (size_t)g * D;
+            rpos[t] = qpos[i];
         }
-        for (int t = 0; t < nr; t++) {
-            int g = (r0 + t) % G;
-            float *x = lg + (size_t)t * ld, mx = -INFINITY;
-            for (int j = 0; j < n; j++) mx = x[j] > mx ? x[j] : mx;
-            if (mx == -INFINITY) continue; /* the row sees nothing */
-            for (int j = 0; j < n; j++) x[j] -= mx; /* -inf stays -inf -> exp 0 */
-            exp_uniform(x, n);
-            float sum = 0;
-            for (int j = 0; j < n; j++) sum += x[j];
-            float inv = 1.0f / sum, *o = out + (size_t)g * ldo;
-            for (int j = 0; j < n_prefix; j++) o[j] += x[j] * inv;
-        }
+        for (int t = jb.nr; t < jb.nr + 3; t++) jb.qa[t] = jb.qa[0];
+        kb_pool_run((n + SK_KEYS_CHUNK - 1) / SK_KEYS_CHUNK, sk_logits, &jb);
+        kb_pool_run(jb.nr, sk_softmax_row, &jb);
+        if (n_prefix > 0) kb_pool_run((n_prefix + SK_OUT_CHUNK - 1) / SK_OUT_CHUNK, sk_accumulate, &jb);
     }
-    free(lg);
-    free(row);
+    free(jb.lg);
+    free(jb.rowbuf);
+    free(jb.inv);
 }
 
 /* ---- pooling ---- */

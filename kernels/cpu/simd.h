@@ -78,6 +78,43 @@ static inline float simd_dot(const float *a, const float *b, int n) {
     return r;
 }
 
+/* r[k] = simd_dot(a[k], b, n) for k < 4, bit for bit: each dot keeps
+ * simd_dot's accumulators and order; the four only share b's loads and
+ * overlap their dependency chains. */
+static inline void simd_dot4(const float *const a[4], const float *b, int n, float r[4]) {
+#if defined(__AVX512F__)
+    int i = 0;
+    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
+    __m512 p0 = _mm512_setzero_ps(), p1 = p0, q0 = p0, q1 = p0, u0 = p0, u1 = p0, w0 = p0, w1 = p0;
+    for (; i + 32 <= n; i += 32) {
+        __m512 b0 = _mm512_loadu_ps(b + i), b1 = _mm512_loadu_ps(b + i + 16);
+        p0 = _mm512_fmadd_ps(_mm512_loadu_ps(a0 + i), b0, p0);
+        p1 = _mm512_fmadd_ps(_mm512_loadu_ps(a0 + i + 16), b1, p1);
+        q0 = _mm512_fmadd_ps(_mm512_loadu_ps(a1 + i), b0, q0);
+        q1 = _mm512_fmadd_ps(_mm512_loadu_ps(a1 + i + 16), b1, q1);
+        u0 = _mm512_fmadd_ps(_mm512_loadu_ps(a2 + i), b0, u0);
+        u1 = _mm512_fmadd_ps(_mm512_loadu_ps(a2 + i + 16), b1, u1);
+        w0 = _mm512_fmadd_ps(_mm512_loadu_ps(a3 + i), b0, w0);
+        w1 = _mm512_fmadd_ps(_mm512_loadu_ps(a3 + i + 16), b1, w1);
+    }
+    for (; i + 16 <= n; i += 16) {
+        __m512 b0 = _mm512_loadu_ps(b + i);
+        p0 = _mm512_fmadd_ps(_mm512_loadu_ps(a0 + i), b0, p0);
+        q0 = _mm512_fmadd_ps(_mm512_loadu_ps(a1 + i), b0, q0);
+        u0 = _mm512_fmadd_ps(_mm512_loadu_ps(a2 + i), b0, u0);
+        w0 = _mm512_fmadd_ps(_mm512_loadu_ps(a3 + i), b0, w0);
+    }
+    r[0] = _mm512_reduce_add_ps(_mm512_add_ps(p0, p1));
+    r[1] = _mm512_reduce_add_ps(_mm512_add_ps(q0, q1));
+    r[2] = _mm512_reduce_add_ps(_mm512_add_ps(u0, u1));
+    r[3] = _mm512_reduce_add_ps(_mm512_add_ps(w0, w1));
+    for (int k = 0; k < 4; k++)
+        for (int j = i; j < n; j++) r[k] += a[k][j] * b[j];
+#else
+    for (int k = 0; k < 4; k++) r[k] = simd_dot(a[k], b, n);
+#endif
+}
+
 /* y[0..n) += a * x[0..n) */
 static inline void simd_axpy(float *y, float a, const float *x, int n) {
     int i = 0;

@@ -6,6 +6,7 @@
  * references, relative 1e-5 on scores (sums of <= 10^4 terms), 1e-5 on
  * attention outputs. */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -324,9 +325,17 @@ static void test_hybrid_scores(void) {
 }
 
 static void test_snapkv_scores_and_gather(void) {
-    for (int trial = 0; trial < 30; trial++) {
+    /* 30 small trials, then 4 long ones: several chunks of keys and of output
+     * for the pool (kb_cpu_snapkv_scores splits both), more than one pass of
+     * 32 (row, head) pairs, and a head dim with a scalar tail (40) */
+    for (int trial = 0; trial < 34; trial++) {
         int D = 16 + 16 * (trial % 3), G = 1 + trial % 3, n = 1 + (int)(check_urand() * 200);
         int nq = 1 + (int)(check_urand() * (n < 40 ? n : 40));
+        if (trial >= 30) {
+            D = trial % 2 ? 40 : 64;
+            n = 4000 + (int)(check_urand() * 5000);
+            nq = 33;
+        }
         kb_kvstream s;
         fill_stream(&s, n, D, trial % 2 ? KB_F16 : KB_BF16);
         /* non-contiguous positions: the mask must follow positions, not slots */
@@ -344,10 +353,21 @@ static void test_snapkv_scores_and_gather(void) {
         kb_cpu_snapkv_scores(Q, nq, ldq, G, qp, &s, n, npre, scale, b, npre + 1);
         for (int g = 0; g < G; g++)
             for (int j = 0; j < npre; j++) CHECK_CLOSE(b[g * (npre + 1) + j], a[g * (npre + 1) + j], 1e-7, 1e-5);
+        if (trial >= 30) { /* the pool's split does not change a bit: 1 and 3 threads */
+            int saved = omp_get_max_threads();
+            float *c = calloc((size_t)G * (npre + 1), sizeof(float));
+            for (int thr = 1; thr <= 3; thr += 2) {
+                omp_set_num_threads(thr);
+                kb_cpu_snapkv_scores(Q, nq, ldq, G, qp, &s, n, npre, scale, c, npre + 1);
+                CHECK_MSG(!memcmp(c, b, (size_t)G * (npre + 1) * sizeof(float)), "%d threads: scores differ", thr);
+            }
+            omp_set_num_threads(saved);
+            free(c);
+        }
         /* gathered attention over a random subset with -1 holes */
         int32_t idx[256];
         int k = 0;
-        for (int j = 0; j < n; j++)
+        for (int j = 0; j < n && k < 256; j++)
             if (check_urand() < 0.3) idx[k++] = check_urand() < 0.2 ? -1 : j;
         float *o1 = malloc((size_t)G * D * sizeof(float)), *o2 = malloc((size_t)G * D * sizeof(float));
         kb_ref_attn_gather(Q, G, &s, idx, k, scale, o1);
