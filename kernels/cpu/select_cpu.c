@@ -343,10 +343,11 @@ void kb_cpu_attn_gather(const float *q, int G, const kb_kvstream *s, const int32
 
 typedef struct sk_job {
     const float *qa[SK_ROWS + 3]; /* the pass's query rows (+ padding of the last four) */
-    const int32_t *qrow_pos;      /* [nr] position of each row's query */
+    int32_t qrow_pos[SK_ROWS];    /* position of each row's query */
+    float inv[SK_ROWS];           /* 1 / the row's sum, 0 when the row sees nothing */
     int nr, n, n_prefix, D, G, r0;
     const kb_kvstream *s;
-    float scale, *lg, *rowbuf, *inv; /* inv[t] = 1 / sum, 0 when the row sees nothing */
+    float scale, *lg, *rowbuf;
     size_t ld, ldo;
     float *out;
 } sk_job;
@@ -410,29 +411,17 @@ void kb_cpu_snapkv_scores(const float *Q, int nq, int ldq, int G, const int32_t 
     int D = s->D, R = nq * G;
     for (int g = 0; g < G; g++) memset(out + (size_t)g * ldo, 0, (size_t)n_prefix * sizeof(float));
     if (n <= 0 || R <= 0) return;
-    sk_job jb;
-    memset(&jb, 0, sizeof jb);
-    jb.ld = (size_t)pad16(n);
+    sk_job jb = {.n = n, .n_prefix = n_prefix, .D = D, .G = G, .s = s, .scale = scale,
+                 .ld = (size_t)pad16(n), .ldo = (size_t)ldo, .out = out};
     jb.lg = KB_MALLOC((size_t)SK_ROWS * jb.ld * sizeof(float));
     jb.rowbuf = KB_MALLOC((size_t)KB_POOL_THREADS_MAX * D * sizeof(float));
-    jb.inv = KB_MALLOC(SK_ROWS * sizeof(float));
-    int32_t rpos[SK_ROWS];
-    jb.qrow_pos = rpos;
-    jb.n = n;
-    jb.n_prefix = n_prefix;
-    jb.D = D;
-    jb.G = G;
-    jb.s = s;
-    jb.scale = scale;
-    jb.out = out;
-    jb.ldo = (size_t)ldo;
     for (int r0 = 0; r0 < R; r0 += SK_ROWS) {
         jb.r0 = r0;
         jb.nr = KB_MIN(SK_ROWS, R - r0);
         for (int t = 0; t < jb.nr; t++) {
             int i = (r0 + t) / G, g = (r0 + t) % G;
             jb.qa[t] = Q + (size_t)i * ldq + (size_t)g * D;
-            rpos[t] = qpos[i];
+            jb.qrow_pos[t] = qpos[i];
         }
         for (int t = jb.nr; t < jb.nr + 3; t++) jb.qa[t] = jb.qa[0];
         kb_pool_run((n + SK_KEYS_CHUNK - 1) / SK_KEYS_CHUNK, sk_logits, &jb);
@@ -441,7 +430,6 @@ void kb_cpu_snapkv_scores(const float *Q, int nq, int ldq, int G, const int32_t 
     }
     free(jb.lg);
     free(jb.rowbuf);
-    free(jb.inv);
 }
 
 /* ---- pooling ---- */
