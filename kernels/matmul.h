@@ -12,6 +12,7 @@ typedef struct kb_weight {
     const void *data;  /* rows * row_bytes bytes */
     int rows, cols;    /* output features x input features */
     size_t row_bytes;
+    int layout;        /* KB_LAYOUT_ROWS (GGUF's) or KB_LAYOUT_R16 (kernels/quant.h) */
 } kb_weight;
 
 /* Y [n][ldy] (first W.rows columns written) = X [n][ldx] (first W.cols used) . W^T */

@@ -76,6 +76,7 @@ typedef struct kb_mv {
     size_t row_bytes;
     int rows;
     float *y;
+    int layout; /* KB_LAYOUT_ROWS (0, GGUF's) or KB_LAYOUT_R16 (see below) */
 } kb_mv;
 void kb_matvec_multi(const kb_mv *mv, int n, int cols, const float *x);
 
@@ -98,15 +99,59 @@ void kb_matvec_q8(uint32_t type, const void *W, size_t row_bytes, int rows, int 
 
 /* Which one kb_matvec computes. Process-wide. The first kb_matvec_mode() (or
  * kb_matvec) call reads the environment variable KVBENCH_MATVEC once:
- * "exact" (or unset/empty) -> KB_MATVEC_EXACT, "q8" -> KB_MATVEC_Q8; any
- * other value prints one warning on stderr and keeps exact.
+ * "x24" -> KB_MATVEC_X24, "exact" -> KB_MATVEC_EXACT, "q8" -> KB_MATVEC_Q8,
+ * unset/empty -> kb_matvec_default_mode(); any other value prints one
+ * warning on stderr and keeps the default.
+ * KB_MATVEC_X24 differs from exact only in what the model loader does: it
+ * repacks Q4_1 layer matrices to KB_LAYOUT_R16 (kb_q4_1_r16_repack), whose
+ * kernel takes x as 24-bit block fixed point (bound at kb_q4_1_r16_repack).
+ * Every other matrix is computed as in exact mode. A matrix's layout, not
+ * the mode, picks its kernel.
  * kb_matvec_set_mode overrides it; it returns KB_EINPUT (mode unchanged) for
  * an unknown mode. Set the mode before starting work, not while other
  * threads run mat-vecs. */
-enum { KB_MATVEC_EXACT = 0, KB_MATVEC_Q8 = 1 };
+enum { KB_MATVEC_EXACT = 0, KB_MATVEC_Q8 = 1, KB_MATVEC_X24 = 2 };
 int kb_matvec_set_mode(int mode);
 int kb_matvec_mode(void);
-/* "exact" or "q8" (for run records); "?" for an unknown mode. */
+/* "exact", "q8" or "x24" (for run records); "?" for an unknown mode. */
 const char *kb_matvec_mode_name(int mode);
+/* KB_MATVEC_X24 where this build has the R16 kernel (kb_q4_1_r16_available),
+ * else KB_MATVEC_EXACT. */
+int kb_matvec_default_mode(void);
+
+/* ------------------------------------------------- Q4_1 repacked by 16 rows
+ * KB_LAYOUT_R16: a Q4_1 matrix whose rows (a multiple of 16) are regrouped
+ * in place, 16 rows at a time; a group takes the same 16 * row_bytes bytes
+ * at the same offset as in GGUF's layout, so row r's group starts at
+ * (r / 16) * 16 * row_bytes. Within a group, block b (32 columns) of the 16
+ * rows is 320 bytes at 320 b: the 16 d (f16), the 16 m (f16), then 4 x 64
+ * bytes of 4-bit values: byte 64 t + 4 r + k of them holds q[r][8t + k] in
+ * its low nibble and q[r][8t + 4 + k] in its high one. The same numbers as
+ * the GGUF blocks, ordered so that one AVX-512 VNNI operation multiplies 4
+ * columns of 16 rows.
+ *
+ * Its mat-vec (kb_matvec_multi, any mode) takes x per block b of 32 as
+ * integers X_j = round(x_j 2^e_b), with e_b such that max_j |x_j| 2^e_b is in
+ * [2^21, 2^22) (|X_j| < 2^22, three signed bytes), and computes
+ * d_rb 2^-e_b sum_j q_rj X_j exactly in integers, then
+ * + m_rb xsum_b in f32. Against kb_matvec_ref on the GGUF layout:
+ *     |y_r - yref_r| <= (cols/32 + 16) * 2^-24 * sum_j |x_j| t_rj
+ *                       + sum_b max(2^-22 M_b, 2^-127) * sum_{j in b} |d_rb q_rj|
+ * with t as for kb_matvec_exact and M_b = max_{j in b} |x_j| (the second
+ * term is the rounding of x to 24 bits: ~2^-22 of the block's largest
+ * element per element, against the q8 mode's 2^-8). A block of x holding
+ * Inf or NaN gives NaN in every row. */
+enum { KB_LAYOUT_ROWS = 0, KB_LAYOUT_R16 = 1 };
+/* 1 if this build has the R16 mat-vec kernel (AVX-512 BW + VNNI + GFNI). */
+int kb_q4_1_r16_available(void);
+/* Regroups a GGUF-layout Q4_1 matrix in place (rows % 16 == 0; cols =
+ * row_bytes / 20 * 32). Plain C; callable whether or not the kernel exists. */
+void kb_q4_1_r16_repack(void *W, size_t row_bytes, int rows);
+/* Dequantises rows [r0, r0 + n) of an R16 matrix (r0 and n multiples of 16)
+ * into dst [n][cols], the values of kb_dequant_ref on the GGUF rows bit for
+ * bit (prefill's panels): plain C, and the fast version (AVX-512 where
+ * available). */
+void kb_q4_1_r16_dequant_ref(const void *W, size_t row_bytes, int r0, int n, float *dst);
+void kb_q4_1_r16_dequant(const void *W, size_t row_bytes, int r0, int n, float *dst);
 
 #endif

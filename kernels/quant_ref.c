@@ -8,6 +8,7 @@
  * rounded before the add; Q4_K: (d*sc)*q - dmin*mn). The build uses -std=c11,
  * which turns off FMA contraction, so the compiler does not fuse these. */
 #include <math.h>
+#include <string.h>
 #include <stdlib.h>
 
 #include "kernels/quant.h"
@@ -218,4 +219,60 @@ void kb_matvec_ref(uint32_t type, const void *W, size_t row_bytes, int rows, int
         y[r] = (float)acc;
     }
     free(row);
+}
+
+/* ------------------------------------------------- Q4_1, 16 rows regrouped */
+
+/* Layout: kernels/quant.h (KB_LAYOUT_R16). One group of 16 rows, nb blocks:
+ * GGUF's rows (16 x row_bytes) in src -> the R16 group in dst. */
+static void r16_group_pack(const uint8_t *src, size_t row_bytes, int nb, uint8_t *dst) {
+    for (int b = 0; b < nb; b++) {
+        uint8_t *o = dst + (size_t)320 * b;
+        for (int r = 0; r < 16; r++) {
+            const uint8_t *blk = src + (size_t)r * row_bytes + (size_t)20 * b;
+            uint8_t q[32];
+            for (int j = 0; j < 16; j++) {
+                q[j] = blk[4 + j] & 15;
+                q[j + 16] = blk[4 + j] >> 4;
+            }
+            memcpy(o + 2 * r, blk, 2);      /* d */
+            memcpy(o + 32 + 2 * r, blk + 2, 2); /* m */
+            for (int t = 0; t < 4; t++)
+                for (int k = 0; k < 4; k++)
+                    o[64 + 64 * t + 4 * r + k] = (uint8_t)(q[8 * t + k] | q[8 * t + 4 + k] << 4);
+        }
+    }
+}
+
+void kb_q4_1_r16_repack(void *W, size_t row_bytes, int rows) {
+    int nb = (int)(row_bytes / 20);
+    size_t gbytes = 16 * row_bytes;
+    uint8_t *tmp = KB_MALLOC(gbytes);
+    for (int g = 0; g < rows / 16; g++) {
+        uint8_t *p = (uint8_t *)W + (size_t)g * gbytes;
+        memcpy(tmp, p, gbytes);
+        r16_group_pack(tmp, row_bytes, nb, p);
+    }
+    free(tmp);
+}
+
+void kb_q4_1_r16_dequant_ref(const void *W, size_t row_bytes, int r0, int n, float *dst) {
+    int nb = (int)(row_bytes / 20), cols = 32 * nb;
+    for (int g = r0 / 16; g < (r0 + n) / 16; g++) {
+        const uint8_t *p = (const uint8_t *)W + (size_t)g * 16 * row_bytes;
+        float *out = dst + (size_t)(g - r0 / 16) * 16 * cols;
+        for (int b = 0; b < nb; b++) {
+            const uint8_t *o = p + (size_t)320 * b;
+            for (int r = 0; r < 16; r++) {
+                float d = rd_f16(o + 2 * r), m = rd_f16(o + 32 + 2 * r);
+                float *y = out + (size_t)r * cols + 32 * b;
+                for (int t = 0; t < 4; t++)
+                    for (int k = 0; k < 4; k++) {
+                        uint8_t v = o[64 + 64 * t + 4 * r + k];
+                        y[8 * t + k] = d * (float)(v & 15) + m; /* deq_q4_1's formula */
+                        y[8 * t + 4 + k] = d * (float)(v >> 4) + m;
+                    }
+            }
+        }
+    }
 }

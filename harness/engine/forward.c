@@ -104,7 +104,7 @@ static void proj_same_x(kb_forward *f, int k, const kb_weight *const *W, const f
     double t0 = kb_now();
     kb_mv mv[4];
     for (int i = 0; i < k; i++) {
-        mv[i] = (kb_mv){W[i]->type, W[i]->data, W[i]->row_bytes, W[i]->rows, Y[i]};
+        mv[i] = (kb_mv){W[i]->type, W[i]->data, W[i]->row_bytes, W[i]->rows, Y[i], W[i]->layout};
         f->proj_flops += 2.0 * W[i]->rows * W[i]->cols;
     }
     kb_matvec_multi(mv, k, W[0]->cols, X);

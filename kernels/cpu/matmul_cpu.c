@@ -24,7 +24,12 @@ void kb_blas_single_thread(void) {
 
 void kb_matmul(const kb_weight *W, const float *X, int n, int ldx, float *Y, int ldy) {
     if (n == 1) {
-        kb_matvec(W->type, W->data, W->row_bytes, W->rows, W->cols, X, Y);
+        if (W->layout == KB_LAYOUT_R16) {
+            kb_mv mv = {W->type, W->data, W->row_bytes, W->rows, Y, W->layout};
+            kb_matvec_multi(&mv, 1, W->cols, X);
+        } else {
+            kb_matvec(W->type, W->data, W->row_bytes, W->rows, W->cols, X, Y);
+        }
         return;
     }
     kb_blas_single_thread();
@@ -42,8 +47,11 @@ void kb_matmul(const kb_weight *W, const float *X, int n, int ldx, float *Y, int
 #pragma omp for schedule(dynamic, 1)
         for (int pi = 0; pi < npanels; pi++) {
             int r0 = pi * panel, nr = KB_MIN(panel, W->rows - r0);
-            kb_dequant(W->type, (const char *)W->data + (size_t)r0 * W->row_bytes, Wf,
-                       (int64_t)nr * W->cols);
+            if (W->layout == KB_LAYOUT_R16) /* panels are multiples of 16 rows */
+                kb_q4_1_r16_dequant(W->data, W->row_bytes, r0, nr, Wf);
+            else
+                kb_dequant(W->type, (const char *)W->data + (size_t)r0 * W->row_bytes, Wf,
+                           (int64_t)nr * W->cols);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, nr, W->cols, 1.0f, X, ldx, Wf,
                         W->cols, 0.0f, Y + r0, ldy);
         }

@@ -5,7 +5,11 @@
  * bound, the llama.cpp-like q8 y = W x within a bound derived from its
  * activation quantisation (both stated below), a check that the exact bound
  * is tight enough to catch the q8 path's error, and the mode switch
- * (kb_matvec_set_mode, KVBENCH_MATVEC).
+ * (kb_matvec_set_mode, KVBENCH_MATVEC); Q4_1 regrouped by 16 rows
+ * (KB_LAYOUT_R16): repack + dequantisation against the reference on the
+ * GGUF rows bit for bit, its mat-vec within its own bound (x rounded to 24
+ * bits per block), in any mode, any thread count, mixed with GGUF-layout
+ * matrices, and through kb_matmul.
  *
  * tests/unit/test_quant_scalar.c and test_quant_avx2.c include this file
  * after compiling the plain-C / AVX2 code paths of kernels/cpu/quant_cpu.c
@@ -15,8 +19,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
+#include "kernels/matmul.h"
 #include "kernels/quant.h"
 
 #ifndef FAST_DEQUANT
@@ -28,7 +34,10 @@
 #define FAST_MODE kb_matvec_mode
 #define FAST_MODE_NAME kb_matvec_mode_name
 #define FAST_MATVEC_MULTI kb_matvec_multi
+#define FAST_R16 kb_q4_1_r16_available
+#define FAST_R16_DEQUANT kb_q4_1_r16_dequant
 #define TEST_NAME "quant"
+#define TEST_NATIVE 1 /* the library's own kernels (kb_matmul checks) */
 #endif
 
 #include <omp.h>
@@ -444,7 +453,9 @@ static void test_mode_dispatch(void) {
     CHECK_EQ_INT(FAST_SET_MODE(-1), KB_EINPUT);
     CHECK_STREQ(FAST_MODE_NAME(KB_MATVEC_EXACT), "exact");
     CHECK_STREQ(FAST_MODE_NAME(KB_MATVEC_Q8), "q8");
+    CHECK_STREQ(FAST_MODE_NAME(KB_MATVEC_X24), "x24");
     CHECK_STREQ(FAST_MODE_NAME(5), "?");
+    CHECK_EQ_INT(FAST_SET_MODE(KB_MATVEC_X24), FAST_R16() ? 0 : KB_EINPUT);
     int rows = 40, cols = 576;
     size_t rb = kb_row_bytes(GGML_Q4_1, cols);
     uint8_t *W = malloc(rb * (size_t)rows);
@@ -492,7 +503,7 @@ static void test_matvec_multi(void) {
         ys[i] = malloc((size_t)rows[i] * 4);
         yr[i] = malloc((size_t)rows[i] * 4);
         kb_matvec_ref(types[i], W[i], rb, rows[i], COLS, x, yr[i]);
-        mv[i] = (kb_mv){types[i], W[i], rb, rows[i], y[i]};
+        mv[i] = (kb_mv){types[i], W[i], rb, rows[i], y[i], KB_LAYOUT_ROWS};
     }
     int saved = omp_get_max_threads();
     for (int mode = KB_MATVEC_EXACT; mode <= KB_MATVEC_Q8; mode++) {
@@ -566,17 +577,232 @@ static int mode_in_child(const char *env, char *errbuf, size_t errlen) {
 
 static void test_mode_env(void) {
     char err[512];
-    CHECK_EQ_INT(mode_in_child(NULL, err, sizeof err), KB_MATVEC_EXACT);
+    /* the default: x24 where the build has the R16 kernel, else exact */
+    int def = FAST_R16() ? KB_MATVEC_X24 : KB_MATVEC_EXACT;
+    CHECK_EQ_INT(mode_in_child(NULL, err, sizeof err), def);
     CHECK_STREQ(err, "");
-    CHECK_EQ_INT(mode_in_child("", err, sizeof err), KB_MATVEC_EXACT);
+    CHECK_EQ_INT(mode_in_child("", err, sizeof err), def);
+    CHECK_EQ_INT(mode_in_child("x24", err, sizeof err), def);
+    if (FAST_R16()) CHECK_STREQ(err, "");
+    else CHECK_MSG(strstr(err, "'x24'") && strstr(err, "not in this build"), "x24 without the kernel: '%s'", err);
     CHECK_EQ_INT(mode_in_child("exact", err, sizeof err), KB_MATVEC_EXACT);
     CHECK_STREQ(err, "");
     CHECK_EQ_INT(mode_in_child("q8", err, sizeof err), KB_MATVEC_Q8);
     CHECK_STREQ(err, "");
-    CHECK_EQ_INT(mode_in_child("Q8-fast", err, sizeof err), KB_MATVEC_EXACT);
+    CHECK_EQ_INT(mode_in_child("Q8-fast", err, sizeof err), def);
     CHECK_MSG(strstr(err, "KVBENCH_MATVEC") && strstr(err, "'Q8-fast'") && strstr(err, "expected"),
               "warning names the variable, the value and what was expected: '%s'", err);
     CHECK_MSG(strchr(err, '\n') == strrchr(err, '\n'), "warned more than once: '%s'", err);
+}
+
+/* ------------------------------------------------ Q4_1 regrouped (R16) */
+
+/* Rows of an R16 mat-vec outside its bound (quant.h) against the reference
+ * on the GGUF rows G: 2 x the exact path's f32 term (the same derivation:
+ * per lane at most cols/32 block steps, reduction, m terms) + the rounding of
+ * x to 24 bits per block: for each block, max(2^-22 M_b, 2^-127) times
+ * sum |d q| (1.0001 for the double sums here). */
+static int r16_rows_outside(const uint8_t *G, size_t rb, int rows, int cols, const float *x,
+                            const float *y, const float *yr, double *worst) {
+    int bad = 0;
+    *worst = 0;
+    for (int r = 0; r < rows; r++) {
+        const uint8_t *row = G + (size_t)r * rb;
+        double st = 0, xr = 0;
+        for (int b = 0; b < cols / 32; b++) {
+            double M = 0, dq = 0;
+            const uint8_t *blk = row + (size_t)20 * b;
+            double d = half_value((uint16_t)(blk[0] | blk[1] << 8));
+            for (int j = 0; j < 32; j++) {
+                int q = j < 16 ? blk[4 + j] & 15 : blk[4 + j - 16] >> 4;
+                M = fmax(M, fabs(x[32 * b + j]));
+                dq += fabs(d * q);
+                st += fabs((double)x[32 * b + j]) * element_terms(GGML_Q4_1, blk, j);
+            }
+            xr += fmax(ldexp(M, -22), ldexp(1.0, -127)) * dq;
+        }
+        double tol = 2 * (cols / 32.0 + 16) * ldexp(st, -24) + 1.0001 * xr + 1e-30;
+        double err = fabs((double)y[r] - yr[r]);
+        if (err / tol > *worst) *worst = err / tol;
+        if (!(err <= tol)) bad++;
+    }
+    return bad;
+}
+
+/* x with the block shapes the 24-bit rounding meets: fill_x (outliers, a
+ * zero block), plus a block of tiny values (the scale clamp: 2^-127 steps),
+ * one of huge ones, one with a single large element among small ones. */
+static void fill_x_r16(float *x, int cols) {
+    fill_x(x, cols);
+    if (cols >= 128)
+        for (int j = 64; j < 96; j++) x[j] = (float)((rng_unit() * 2 - 1) * 1e-38);
+    if (cols >= 160)
+        for (int j = 96; j < 128; j++) x[j] = (float)((rng_unit() * 2 - 1) * 1e30);
+    if (cols >= 192)
+        for (int j = 128; j < 160; j++) x[j] = (float)((rng_unit() * 2 - 1) * (j == 140 ? 1e3 : 1e-3));
+}
+
+static void test_r16(int rows, int cols) {
+    size_t rb = kb_row_bytes(GGML_Q4_1, cols);
+    uint8_t *G = malloc(rb * (size_t)rows), *R = malloc(rb * (size_t)rows);
+    float *x = malloc((size_t)cols * 4), *y = malloc(((size_t)rows + 16) * 4), *y2 = malloc((size_t)rows * 4),
+          *yr = malloc((size_t)rows * 4), *dr = malloc((size_t)rows * cols * 4),
+          *dq = malloc((size_t)rows * cols * 4);
+    fill_blocks(GGML_Q4_1, G, (int64_t)(rb / 20) * rows);
+    memcpy(R, G, rb * (size_t)rows);
+    kb_q4_1_r16_repack(R, rb, rows);
+    CHECK_MSG(rows < 16 || memcmp(R, G, rb * (size_t)rows) != 0, "repack %dx%d changed nothing", rows, cols);
+    /* dequantisation: every row, and a panel starting at row 16 */
+    kb_dequant_ref(GGML_Q4_1, G, dr, (int64_t)rows * cols);
+    for (int f = 0; f < 2; f++) {
+        void (*deq)(const void *, size_t, int, int, float *) = f ? FAST_R16_DEQUANT : kb_q4_1_r16_dequant_ref;
+        memset(dq, 0xff, (size_t)rows * cols * 4);
+        deq(R, rb, 0, rows, dq);
+        CHECK_MSG(!memcmp(dr, dq, (size_t)rows * cols * 4), "R16 %dx%d: %s dequantised rows differ from the reference",
+                  rows, cols, f ? "fast" : "plain");
+        if (rows >= 32) {
+            deq(R, rb, 16, 16, dq);
+            CHECK(!memcmp(dr + (size_t)16 * cols, dq, (size_t)16 * cols * 4));
+        }
+    }
+    /* mat-vec in every mode and 1..3 threads: the same bytes, within the bound */
+    fill_x_r16(x, cols);
+    kb_matvec_ref(GGML_Q4_1, G, rb, rows, cols, x, yr);
+    kb_mv mv = {GGML_Q4_1, R, rb, rows, y, KB_LAYOUT_R16};
+    int saved = omp_get_max_threads(), first = 1;
+    for (int mode = KB_MATVEC_EXACT; mode <= KB_MATVEC_Q8; mode++) {
+        CHECK_EQ_INT(FAST_SET_MODE(mode), 0);
+        for (int thr = 1; thr <= 3; thr++) {
+            omp_set_num_threads(thr);
+            for (int r = 0; r < rows + 16; r++) y[r] = -12345.0f;
+            FAST_MATVEC_MULTI(&mv, 1, cols, x);
+            int canary = 0;
+            for (int r = rows; r < rows + 16; r++) canary += y[r] != -12345.0f;
+            CHECK_MSG(canary == 0, "R16 %dx%d: wrote past y[rows]", rows, cols);
+            if (first) {
+                double worst;
+                int bad = r16_rows_outside(G, rb, rows, cols, x, y, yr, &worst);
+                if (getenv("QUANT_VERBOSE")) fprintf(stderr, "  R16 %dx%d: worst err/tol %.3g\n", rows, cols, worst);
+                CHECK_MSG(bad == 0, "R16 %dx%d: %d rows outside the bound (worst err/tol %.3g)", rows, cols, bad, worst);
+                memcpy(y2, y, (size_t)rows * 4);
+                first = 0;
+            } else {
+                CHECK_MSG(!memcmp(y, y2, (size_t)rows * 4), "R16 %dx%d: %s, %d threads: other bytes", rows, cols,
+                          FAST_MODE_NAME(mode), thr);
+            }
+        }
+    }
+    omp_set_num_threads(saved);
+    CHECK_EQ_INT(FAST_SET_MODE(KB_MATVEC_EXACT), 0);
+    free(G);
+    free(R);
+    free(x);
+    free(y);
+    free(y2);
+    free(yr);
+    free(dr);
+    free(dq);
+}
+
+/* The R16 bound is tight enough to fail: the q8 path's 8-bit activations
+ * (~1e-3 of sum |w x|) fall outside it on most rows. */
+static void test_r16_bound_fails(void) {
+    int rows = 64, cols = 576;
+    size_t rb = kb_row_bytes(GGML_Q4_1, cols);
+    uint8_t *G = malloc(rb * (size_t)rows);
+    float *x = malloc((size_t)cols * 4), *y = malloc((size_t)rows * 4), *yr = malloc((size_t)rows * 4);
+    fill_blocks(GGML_Q4_1, G, (int64_t)(rb / 20) * rows);
+    fill_x(x, cols);
+    kb_matvec_ref(GGML_Q4_1, G, rb, rows, cols, x, yr);
+    FAST_MATVEC_Q8(GGML_Q4_1, G, rb, rows, cols, x, y);
+    double worst;
+    int bad = r16_rows_outside(G, rb, rows, cols, x, y, yr, &worst);
+    CHECK_MSG(bad > rows / 2, "the R16 bound passed %d of %d q8 rows (worst %.3g)", rows - bad, rows, worst);
+    free(G);
+    free(x);
+    free(y);
+    free(yr);
+}
+
+/* A block of x holding NaN or Inf: NaN in every row (not a silent finite). */
+static void test_r16_nonfinite(void) {
+    int rows = 32, cols = 96;
+    size_t rb = kb_row_bytes(GGML_Q4_1, cols);
+    uint8_t *R = malloc(rb * (size_t)rows);
+    float *x = malloc((size_t)cols * 4), *y = malloc((size_t)rows * 4);
+    fill_blocks(GGML_Q4_1, R, (int64_t)(rb / 20) * rows);
+    kb_q4_1_r16_repack(R, rb, rows);
+    kb_mv mv = {GGML_Q4_1, R, rb, rows, y, KB_LAYOUT_R16};
+    for (int k = 0; k < 2; k++) {
+        fill_x(x, cols);
+        x[70] = k ? INFINITY : NAN;
+        FAST_MATVEC_MULTI(&mv, 1, cols, x);
+        int fin = 0;
+        for (int r = 0; r < rows; r++) fin += !isnan(y[r]) && !isinf(y[r]);
+        CHECK_MSG(fin == 0, "R16 with %s in x: %d finite rows", k ? "Inf" : "NaN", fin);
+    }
+    free(R);
+    free(x);
+    free(y);
+}
+
+/* kb_matvec_multi with R16 and GGUF-layout matrices in one call: each y bit
+ * for bit what a call with that matrix alone gives. */
+static void test_r16_mixed(void) {
+    enum { COLS = 576 };
+    size_t rb4 = kb_row_bytes(GGML_Q4_1, COLS), rb8 = kb_row_bytes(GGML_Q8_0, COLS);
+    int rows[3] = {576, 192, 1536};
+    uint8_t *W[3];
+    float *y[3], *ys[3], *x = malloc(COLS * 4);
+    kb_mv mv[3];
+    fill_x(x, COLS);
+    for (int i = 0; i < 3; i++) {
+        uint32_t t = i == 1 ? GGML_Q8_0 : GGML_Q4_1;
+        size_t rb = i == 1 ? rb8 : rb4;
+        W[i] = malloc(rb * (size_t)rows[i]);
+        fill_blocks(t, W[i], (int64_t)(rb / (size_t)kb_qtype_info(t)->bytes) * rows[i]);
+        if (t == GGML_Q4_1) kb_q4_1_r16_repack(W[i], rb, rows[i]);
+        y[i] = malloc((size_t)rows[i] * 4);
+        ys[i] = malloc((size_t)rows[i] * 4);
+        mv[i] = (kb_mv){t, W[i], rb, rows[i], y[i], t == GGML_Q4_1 ? KB_LAYOUT_R16 : KB_LAYOUT_ROWS};
+        kb_mv one = mv[i];
+        one.y = ys[i];
+        FAST_MATVEC_MULTI(&one, 1, COLS, x);
+    }
+    FAST_MATVEC_MULTI(mv, 3, COLS, x);
+    for (int i = 0; i < 3; i++) CHECK_MSG(!memcmp(y[i], ys[i], (size_t)rows[i] * 4), "R16 mixed: matrix %d differs", i);
+#ifdef TEST_NATIVE
+    /* kb_matmul: one row of X -> the mat-vec; several -> dequantised panels + sgemm, the
+     * same bytes as the GGUF-layout matrix gives (the panels' values are equal) */
+    {
+        int n = 5, R = 1536;
+        uint8_t *G = malloc(rb4 * (size_t)R), *P = malloc(rb4 * (size_t)R);
+        float *X = malloc((size_t)n * COLS * 4), *Yg = malloc((size_t)n * R * 4), *Yp = malloc((size_t)n * R * 4);
+        fill_blocks(GGML_Q4_1, G, (int64_t)(rb4 / 20) * R);
+        memcpy(P, G, rb4 * (size_t)R);
+        kb_q4_1_r16_repack(P, rb4, R);
+        for (int i = 0; i < n; i++) fill_x(X + (size_t)i * COLS, COLS);
+        kb_weight wg = {GGML_Q4_1, G, R, COLS, rb4, KB_LAYOUT_ROWS}, wp = {GGML_Q4_1, P, R, COLS, rb4, KB_LAYOUT_R16};
+        kb_matmul(&wg, X, n, COLS, Yg, R);
+        kb_matmul(&wp, X, n, COLS, Yp, R);
+        CHECK_MSG(!memcmp(Yg, Yp, (size_t)n * R * 4), "kb_matmul: R16 panels differ from GGUF rows");
+        kb_matmul(&wp, X, 1, COLS, Yp, R);
+        kb_mv one = {GGML_Q4_1, P, rb4, R, Yg, KB_LAYOUT_R16};
+        kb_matvec_multi(&one, 1, COLS, X);
+        CHECK_MSG(!memcmp(Yg, Yp, (size_t)R * 4), "kb_matmul n=1: not the R16 mat-vec");
+        free(G);
+        free(P);
+        free(X);
+        free(Yg);
+        free(Yp);
+    }
+#endif
+    for (int i = 0; i < 3; i++) {
+        free(W[i]);
+        free(y[i]);
+        free(ys[i]);
+    }
+    free(x);
 }
 
 int main(void) {
@@ -607,5 +833,10 @@ int main(void) {
     }
     test_mode_dispatch();
     test_matvec_multi();
+    static const int r16shapes[][2] = {{16, 32}, {48, 576}, {192, 576}, {576, 1536}, {32, 4096}, {1536, 576}};
+    for (size_t i = 0; i < KB_ARRAY_LEN(r16shapes); i++) test_r16(r16shapes[i][0], r16shapes[i][1]);
+    test_r16_bound_fails();
+    test_r16_nonfinite();
+    test_r16_mixed();
     return check_summary(TEST_NAME);
 }
