@@ -103,8 +103,8 @@ void kb_matvec_q8(uint32_t type, const void *W, size_t row_bytes, int rows, int 
  * unset/empty -> kb_matvec_default_mode(); any other value prints one
  * warning on stderr and keeps the default.
  * KB_MATVEC_X24 differs from exact only in what the model loader does: it
- * repacks Q4_1 layer matrices to KB_LAYOUT_R16 (kb_q4_1_r16_repack), whose
- * kernel takes x as 24-bit block fixed point (bound at kb_q4_1_r16_repack).
+ * repacks Q4_1 and Q8_0 matrices to KB_LAYOUT_R16 (kb_r16_repack), whose
+ * kernels take x as 24-bit block fixed point (bound at KB_LAYOUT_R16).
  * Every other matrix is computed as in exact mode. A matrix's layout, not
  * the mode, picks its kernel.
  * kb_matvec_set_mode overrides it; it returns KB_EINPUT (mode unchanged) for
@@ -115,26 +115,30 @@ int kb_matvec_set_mode(int mode);
 int kb_matvec_mode(void);
 /* "exact", "q8" or "x24" (for run records); "?" for an unknown mode. */
 const char *kb_matvec_mode_name(int mode);
-/* KB_MATVEC_X24 where this build has the R16 kernel (kb_q4_1_r16_available),
+/* KB_MATVEC_X24 where this build has the R16 kernels (kb_r16_available),
  * else KB_MATVEC_EXACT. */
 int kb_matvec_default_mode(void);
 
-/* ------------------------------------------------- Q4_1 repacked by 16 rows
- * KB_LAYOUT_R16: a Q4_1 matrix whose rows (a multiple of 16) are regrouped
- * in place, 16 rows at a time; a group takes the same 16 * row_bytes bytes
- * at the same offset as in GGUF's layout, so row r's group starts at
- * (r / 16) * 16 * row_bytes. Within a group, block b (32 columns) of the 16
- * rows is 320 bytes at 320 b: the 16 d (f16), the 16 m (f16), then 4 x 64
- * bytes of 4-bit values: byte 64 t + 4 r + k of them holds q[r][8t + k] in
- * its low nibble and q[r][8t + 4 + k] in its high one. The same numbers as
- * the GGUF blocks, ordered so that one AVX-512 VNNI operation multiplies 4
- * columns of 16 rows.
+/* ---------------------------------------- Q4_1 and Q8_0 regrouped by 16 rows
+ * KB_LAYOUT_R16: a Q4_1 or Q8_0 matrix whose rows (a multiple of 16) are
+ * regrouped in place, 16 rows at a time; a group takes the same
+ * 16 * row_bytes bytes at the same offset as in GGUF's layout, so row r's
+ * group starts at (r / 16) * 16 * row_bytes. Within a group, block b (32
+ * columns) of the 16 rows is 16 * (block bytes) bytes at that multiple of b:
+ *   Q4_1 (320 bytes): the 16 d (f16), the 16 m (f16), then 4 x 64 bytes of
+ *     4-bit values: byte 64 t + 4 r + k holds q[r][8t + k] in its low nibble
+ *     and q[r][8t + 4 + k] in its high one;
+ *   Q8_0 (544 bytes): the 16 d (f16), then 8 x 64 bytes: byte 64 t + 4 r + k
+ *     is q[r][4t + k] + 128 (the sign bit flipped: an unsigned byte).
+ * The same numbers as the GGUF blocks, ordered so that one AVX-512 VNNI
+ * operation multiplies 4 columns of 16 rows.
  *
  * Its mat-vec (kb_matvec_multi, any mode) takes x per block b of 32 as
  * integers X_j = round(x_j 2^e_b), with e_b such that max_j |x_j| 2^e_b is in
  * [2^21, 2^22) (|X_j| < 2^22, three signed bytes), and computes
- * d_rb 2^-e_b sum_j q_rj X_j exactly in integers, then
- * + m_rb xsum_b in f32. Against kb_matvec_ref on the GGUF layout:
+ * d_rb 2^-e_b sum_j q_rj X_j in integers (Q8_0: one f32 rounding of a
+ * partial sum on the way), then + m_rb xsum_b in f32 (Q4_1). Against
+ * kb_matvec_ref on the GGUF layout:
  *     |y_r - yref_r| <= (cols/32 + 16) * 2^-24 * sum_j |x_j| t_rj
  *                       + sum_b max(2^-22 M_b, 2^-127) * sum_{j in b} |d_rb q_rj|
  * with t as for kb_matvec_exact and M_b = max_{j in b} |x_j| (the second
@@ -142,16 +146,18 @@ int kb_matvec_default_mode(void);
  * element per element, against the q8 mode's 2^-8). A block of x holding
  * Inf or NaN gives NaN in every row. */
 enum { KB_LAYOUT_ROWS = 0, KB_LAYOUT_R16 = 1 };
-/* 1 if this build has the R16 mat-vec kernel (AVX-512 BW + VNNI + GFNI). */
-int kb_q4_1_r16_available(void);
-/* Regroups a GGUF-layout Q4_1 matrix in place (rows % 16 == 0; cols =
- * row_bytes / 20 * 32). Plain C; callable whether or not the kernel exists. */
-void kb_q4_1_r16_repack(void *W, size_t row_bytes, int rows);
-/* Dequantises rows [r0, r0 + n) of an R16 matrix (r0 and n multiples of 16)
- * into dst [n][cols], the values of kb_dequant_ref on the GGUF rows bit for
- * bit (prefill's panels): plain C, and the fast version (AVX-512 where
- * available). */
-void kb_q4_1_r16_dequant_ref(const void *W, size_t row_bytes, int r0, int n, float *dst);
-void kb_q4_1_r16_dequant(const void *W, size_t row_bytes, int r0, int n, float *dst);
+/* 1 if this build has the R16 mat-vec kernels (AVX-512 BW + VNNI + GFNI). */
+int kb_r16_available(void);
+/* 1 for the types with an R16 layout (Q4_1, Q8_0). */
+int kb_r16_type(uint32_t type);
+/* Regroups a GGUF-layout matrix of such a type in place (rows % 16 == 0).
+ * Plain C; callable whether or not the kernels exist. */
+void kb_r16_repack(uint32_t type, void *W, size_t row_bytes, int rows);
+/* Dequantises rows [r0, r0 + n) of an R16 matrix into dst [n][cols], the
+ * values of kb_dequant_ref on the GGUF rows bit for bit (prefill's panels,
+ * an embedding row): plain C, and the fast version (AVX-512 where
+ * available, for r0 and n multiples of 16). */
+void kb_r16_dequant_ref(uint32_t type, const void *W, size_t row_bytes, int r0, int n, float *dst);
+void kb_r16_dequant(uint32_t type, const void *W, size_t row_bytes, int r0, int n, float *dst);
 
 #endif

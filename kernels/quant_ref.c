@@ -221,21 +221,29 @@ void kb_matvec_ref(uint32_t type, const void *W, size_t row_bytes, int rows, int
     free(row);
 }
 
-/* ------------------------------------------------- Q4_1, 16 rows regrouped */
+/* ----------------------------------------- Q4_1 / Q8_0, 16 rows regrouped */
+
+int kb_r16_type(uint32_t type) { return type == GGML_Q4_1 || type == GGML_Q8_0; }
 
 /* Layout: kernels/quant.h (KB_LAYOUT_R16). One group of 16 rows, nb blocks:
  * GGUF's rows (16 x row_bytes) in src -> the R16 group in dst. */
-static void r16_group_pack(const uint8_t *src, size_t row_bytes, int nb, uint8_t *dst) {
+static void r16_group_pack(uint32_t type, const uint8_t *src, size_t row_bytes, int nb, uint8_t *dst) {
+    int bb = type == GGML_Q4_1 ? 20 : 34;
     for (int b = 0; b < nb; b++) {
-        uint8_t *o = dst + (size_t)320 * b;
+        uint8_t *o = dst + (size_t)16 * bb * b;
         for (int r = 0; r < 16; r++) {
-            const uint8_t *blk = src + (size_t)r * row_bytes + (size_t)20 * b;
+            const uint8_t *blk = src + (size_t)r * row_bytes + (size_t)bb * b;
+            memcpy(o + 2 * r, blk, 2); /* d */
+            if (type == GGML_Q8_0) {
+                for (int t = 0; t < 8; t++)
+                    for (int k = 0; k < 4; k++) o[32 + 64 * t + 4 * r + k] = (uint8_t)(blk[2 + 4 * t + k] ^ 0x80);
+                continue;
+            }
             uint8_t q[32];
             for (int j = 0; j < 16; j++) {
                 q[j] = blk[4 + j] & 15;
                 q[j + 16] = blk[4 + j] >> 4;
             }
-            memcpy(o + 2 * r, blk, 2);      /* d */
             memcpy(o + 32 + 2 * r, blk + 2, 2); /* m */
             for (int t = 0; t < 4; t++)
                 for (int k = 0; k < 4; k++)
@@ -244,35 +252,40 @@ static void r16_group_pack(const uint8_t *src, size_t row_bytes, int nb, uint8_t
     }
 }
 
-void kb_q4_1_r16_repack(void *W, size_t row_bytes, int rows) {
-    int nb = (int)(row_bytes / 20);
+void kb_r16_repack(uint32_t type, void *W, size_t row_bytes, int rows) {
+    if (!kb_r16_type(type)) return;
+    int nb = (int)(row_bytes / (type == GGML_Q4_1 ? 20 : 34));
     size_t gbytes = 16 * row_bytes;
     uint8_t *tmp = KB_MALLOC(gbytes);
     for (int g = 0; g < rows / 16; g++) {
         uint8_t *p = (uint8_t *)W + (size_t)g * gbytes;
         memcpy(tmp, p, gbytes);
-        r16_group_pack(tmp, row_bytes, nb, p);
+        r16_group_pack(type, tmp, row_bytes, nb, p);
     }
     free(tmp);
 }
 
-void kb_q4_1_r16_dequant_ref(const void *W, size_t row_bytes, int r0, int n, float *dst) {
-    int nb = (int)(row_bytes / 20), cols = 32 * nb;
-    for (int g = r0 / 16; g < (r0 + n) / 16; g++) {
-        const uint8_t *p = (const uint8_t *)W + (size_t)g * 16 * row_bytes;
-        float *out = dst + (size_t)(g - r0 / 16) * 16 * cols;
-        for (int b = 0; b < nb; b++) {
-            const uint8_t *o = p + (size_t)320 * b;
-            for (int r = 0; r < 16; r++) {
-                float d = rd_f16(o + 2 * r), m = rd_f16(o + 32 + 2 * r);
-                float *y = out + (size_t)r * cols + 32 * b;
-                for (int t = 0; t < 4; t++)
-                    for (int k = 0; k < 4; k++) {
-                        uint8_t v = o[64 + 64 * t + 4 * r + k];
-                        y[8 * t + k] = d * (float)(v & 15) + m; /* deq_q4_1's formula */
-                        y[8 * t + 4 + k] = d * (float)(v >> 4) + m;
-                    }
+void kb_r16_dequant_ref(uint32_t type, const void *W, size_t row_bytes, int r0, int n, float *dst) {
+    int bb = type == GGML_Q4_1 ? 20 : 34, nb = (int)(row_bytes / (size_t)bb), cols = 32 * nb;
+    for (int row = r0; row < r0 + n; row++) {
+        const uint8_t *p = (const uint8_t *)W + (size_t)(row / 16) * 16 * row_bytes;
+        int r = row % 16;
+        float *y = dst + (size_t)(row - r0) * cols;
+        for (int b = 0; b < nb; b++, y += 32) {
+            const uint8_t *o = p + (size_t)16 * bb * b;
+            float d = rd_f16(o + 2 * r);
+            if (type == GGML_Q8_0) {
+                for (int t = 0; t < 8; t++)
+                    for (int k = 0; k < 4; k++) y[4 * t + k] = d * (float)(int8_t)(o[32 + 64 * t + 4 * r + k] ^ 0x80);
+                continue;
             }
+            float m = rd_f16(o + 32 + 2 * r);
+            for (int t = 0; t < 4; t++)
+                for (int k = 0; k < 4; k++) {
+                    uint8_t v = o[64 + 64 * t + 4 * r + k];
+                    y[8 * t + k] = d * (float)(v & 15) + m; /* deq_q4_1's formula */
+                    y[8 * t + 4 + k] = d * (float)(v >> 4) + m;
+                }
         }
     }
 }

@@ -80,7 +80,10 @@ static void rope(kb_forward *f, float *x, int n_heads, int D, const float *inv_f
 
 static void embed(const kb_model *m, int32_t tok, float *x) {
     const kb_weight *e = &m->tok_embd;
-    kb_dequant(e->type, (const char *)e->data + (size_t)tok * e->row_bytes, x, e->cols);
+    if (e->layout == KB_LAYOUT_R16) /* the tied output matrix, regrouped (model.c) */
+        kb_r16_dequant_ref(e->type, e->data, e->row_bytes, tok, 1, x);
+    else
+        kb_dequant(e->type, (const char *)e->data + (size_t)tok * e->row_bytes, x, e->cols);
 }
 
 static void proj(kb_forward *f, const kb_weight *W, const float *X, int n, int ldx, float *Y,

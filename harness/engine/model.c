@@ -412,24 +412,30 @@ int model_check_memory(const kb_model *m, long tokens, double kv_copies, kb_dtyp
 }
 
 /* The x24 mat-vec mode (kernels/quant.h, the default where the build has
- * the kernel): the layer matrices of type Q4_1 with rows in multiples of
- * 16 are regrouped in place for the VNNI kernel (KB_LAYOUT_R16). Only
- * memory the model owns and may write: a GGUF's data copy (gguf_load_data;
- * not when huge pages are off or memory was short, then the weights stay in
- * the read-only file map and in GGUF's layout) or synthetic weights. The
- * token embedding and output matrix keep GGUF's layout. */
+ * the kernels): the layer matrices and the output matrix of type Q4_1 or
+ * Q8_0 with rows in multiples of 16 are regrouped in place for the VNNI
+ * kernels (KB_LAYOUT_R16). Only memory the model owns and may write: a
+ * GGUF's data copy (gguf_load_data; not when huge pages are off or memory
+ * was short, then the weights stay in the read-only file map and in GGUF's
+ * layout) or synthetic weights. A tied token embedding is the output
+ * matrix, so it is regrouped with it (embed() reads its row through
+ * kb_r16_dequant_ref); an untied one keeps GGUF's layout. */
+static void repack_one(kb_weight *w) {
+    if (!kb_r16_type(w->type) || w->rows % 16 || w->layout != KB_LAYOUT_ROWS) return;
+    kb_r16_repack(w->type, (void *)(uintptr_t)w->data, w->row_bytes, w->rows);
+    w->layout = KB_LAYOUT_R16;
+}
+
 static void repack_layers(kb_model *m) {
-    if (kb_matvec_mode() != KB_MATVEC_X24 || !kb_q4_1_r16_available()) return;
+    if (kb_matvec_mode() != KB_MATVEC_X24 || !kb_r16_available()) return;
     if (!m->synthetic && !(m->gguf && m->gguf->data_copy)) return;
     for (int l = 0; l < m->hp.n_layer; l++) {
         kb_layer_weights *L = &m->layers[l];
         kb_weight *w[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
-        for (int i = 0; i < 7; i++) {
-            if (w[i]->type != GGML_Q4_1 || w[i]->rows % 16 || w[i]->layout != KB_LAYOUT_ROWS) continue;
-            kb_q4_1_r16_repack((void *)(uintptr_t)w[i]->data, w[i]->row_bytes, w[i]->rows);
-            w[i]->layout = KB_LAYOUT_R16;
-        }
+        for (int i = 0; i < 7; i++) repack_one(w[i]);
     }
+    repack_one(&m->output);
+    if (m->tied) m->tok_embd.layout = m->output.layout;
 }
 
 int model_load(const char *spec, kb_model **out, kb_err *err) {

@@ -48,7 +48,7 @@ void kb_matmul(const kb_weight *W, const float *X, int n, int ldx, float *Y, int
         for (int pi = 0; pi < npanels; pi++) {
             int r0 = pi * panel, nr = KB_MIN(panel, W->rows - r0);
             if (W->layout == KB_LAYOUT_R16) /* panels are multiples of 16 rows */
-                kb_q4_1_r16_dequant(W->data, W->row_bytes, r0, nr, Wf);
+                kb_r16_dequant(W->type, W->data, W->row_bytes, r0, nr, Wf);
             else
                 kb_dequant(W->type, (const char *)W->data + (size_t)r0 * W->row_bytes, Wf,
                            (int64_t)nr * W->cols);

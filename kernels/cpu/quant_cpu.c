@@ -892,38 +892,54 @@ void kb_matvec_q8(uint32_t type, const void *W, size_t row_bytes, int rows, int 
     if (xbuf) kb_afree(xbuf);
 }
 
-/* kb_q4_1_r16_dequant: per row and block, the row's 16 bytes (4 at each of
- * the 4 nibble vectors) widened to 16 lanes; lane i's low nibble is column
- * 8(i/4) + i%4, its high one 4 columns further; value fl(fl(d q) + m) like
- * deq_q4_1 (a separate multiply and add, no FMA), then the two vectors are
- * interleaved into column order. */
-void kb_q4_1_r16_dequant(const void *W, size_t row_bytes, int r0, int n, float *dst) {
+/* kb_r16_dequant, groups of 16 rows. Q4_1: per row and block, the row's 16
+ * bytes (4 at each of the 4 nibble vectors) widened to 16 lanes; lane i's
+ * low nibble is column 8(i/4) + i%4, its high one 4 columns further; value
+ * fl(fl(d q) + m) like deq_q4_1 (a separate multiply and add, no FMA), then
+ * the two vectors are interleaved into column order. Q8_0: the row's 4
+ * bytes at each of the 8 vectors are its 32 columns in order (sign bit
+ * flipped back), value fl(d q) like deq_q8_0. */
+void kb_r16_dequant(uint32_t type, const void *W, size_t row_bytes, int r0, int n, float *dst) {
 #ifdef __AVX512F__
-    int nb = (int)(row_bytes / 20), cols = 32 * nb;
-    const __m512i lo_cols = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
-    const __m512i hi_cols = _mm512_add_epi32(lo_cols, _mm512_set1_epi32(8));
-    const __m512i m4 = _mm512_set1_epi32(15);
-    for (int g = r0 / 16; g < (r0 + n) / 16; g++) {
-        const uint8_t *p = (const uint8_t *)W + (size_t)g * 16 * row_bytes;
-        float *out = dst + (size_t)(g - r0 / 16) * 16 * cols;
-        for (int b = 0; b < nb; b++) {
-            const uint8_t *o = p + (size_t)320 * b;
-            for (int r = 0; r < 16; r++) {
-                __m128i bytes = _mm_setr_epi32((int)rd_u32(o + 64 + 4 * r), (int)rd_u32(o + 128 + 4 * r),
-                                               (int)rd_u32(o + 192 + 4 * r), (int)rd_u32(o + 256 + 4 * r));
-                __m512i z = _mm512_cvtepu8_epi32(bytes);
-                __m512 d = _mm512_set1_ps(f16(o + 2 * r)), m = _mm512_set1_ps(f16(o + 32 + 2 * r));
-                __m512 vl = _mm512_add_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(z, m4))), m);
-                __m512 vh = _mm512_add_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srli_epi32(z, 4))), m);
-                float *y = out + (size_t)r * cols + 32 * b;
-                _mm512_storeu_ps(y, _mm512_permutex2var_ps(vl, lo_cols, vh));
-                _mm512_storeu_ps(y + 16, _mm512_permutex2var_ps(vl, hi_cols, vh));
+    if (r0 % 16 == 0 && n % 16 == 0 && kb_r16_type(type)) {
+        int bb = type == GGML_Q4_1 ? 20 : 34, nb = (int)(row_bytes / (size_t)bb), cols = 32 * nb;
+        const __m512i lo_cols = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+        const __m512i hi_cols = _mm512_add_epi32(lo_cols, _mm512_set1_epi32(8));
+        const __m512i m4 = _mm512_set1_epi32(15);
+        for (int g = r0 / 16; g < (r0 + n) / 16; g++) {
+            const uint8_t *p = (const uint8_t *)W + (size_t)g * 16 * row_bytes;
+            float *out = dst + (size_t)(g - r0 / 16) * 16 * cols;
+            for (int b = 0; b < nb; b++) {
+                const uint8_t *o = p + (size_t)16 * bb * b;
+                for (int r = 0; r < 16; r++) {
+                    float *y = out + (size_t)r * cols + 32 * b;
+                    __m512 d = _mm512_set1_ps(f16(o + 2 * r));
+                    if (type == GGML_Q8_0) {
+                        __m256i q = _mm256_xor_si256(
+                            _mm256_setr_epi32((int)rd_u32(o + 32 + 4 * r), (int)rd_u32(o + 96 + 4 * r),
+                                              (int)rd_u32(o + 160 + 4 * r), (int)rd_u32(o + 224 + 4 * r),
+                                              (int)rd_u32(o + 288 + 4 * r), (int)rd_u32(o + 352 + 4 * r),
+                                              (int)rd_u32(o + 416 + 4 * r), (int)rd_u32(o + 480 + 4 * r)),
+                            _mm256_set1_epi8((char)0x80));
+                        _mm512_storeu_ps(y, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q)))));
+                        _mm512_storeu_ps(y + 16, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1)))));
+                        continue;
+                    }
+                    __m128i bytes = _mm_setr_epi32((int)rd_u32(o + 64 + 4 * r), (int)rd_u32(o + 128 + 4 * r),
+                                                   (int)rd_u32(o + 192 + 4 * r), (int)rd_u32(o + 256 + 4 * r));
+                    __m512i z = _mm512_cvtepu8_epi32(bytes);
+                    __m512 m = _mm512_set1_ps(f16(o + 32 + 2 * r));
+                    __m512 vl = _mm512_add_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(z, m4))), m);
+                    __m512 vh = _mm512_add_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srli_epi32(z, 4))), m);
+                    _mm512_storeu_ps(y, _mm512_permutex2var_ps(vl, lo_cols, vh));
+                    _mm512_storeu_ps(y + 16, _mm512_permutex2var_ps(vl, hi_cols, vh));
+                }
             }
         }
+        return;
     }
-#else
-    kb_q4_1_r16_dequant_ref(W, row_bytes, r0, n, dst);
 #endif
+    kb_r16_dequant_ref(type, W, row_bytes, r0, n, dst);
 }
 
 /* ===================================================== exact: x stays f32 */
@@ -942,6 +958,8 @@ typedef struct xctx {
     int8_t *xl;    /* [3][cols] or NULL: x as 24-bit integers per block, in three
                     * signed bytes (R16 layout; x24_init) */
     float *xsc;    /* [nb]: 2^-e_b, the scale of block b's integers (or NaN) */
+    int32_t *xls;  /* [2 nb]: 128 (S0 + 256 S1), 128 S2 with S_k the sum of block b's
+                    * byte k over its 32 elements (Q8_0's +128 offset) */
 } xctx;
 
 #ifdef __AVX512F__
@@ -1134,7 +1152,7 @@ ROWS_32(rowsx_q8_0, 34, 2, 0, K8, 0, 0.0f)
  * round-to-nearest-even(x_j 2^e_b) (the product is exact), split into
  * balanced bytes X = L0 + 256 L1 + 65536 L2, L in [-128, 127]. A block with
  * Inf or NaN gets scale NaN. Needs c->xsum. */
-static void x24_init(xctx *c, int8_t *xl, float *xsc) {
+static void x24_init(xctx *c, int8_t *xl, float *xsc, int32_t *xls) {
     int cols = c->cols;
     for (int b = 0; b < c->nb; b++) {
         __m512 v[2] = {_mm512_loadu_ps(c->x + 32 * b), _mm512_loadu_ps(c->x + 32 * b + 16)};
@@ -1145,6 +1163,7 @@ static void x24_init(xctx *c, int8_t *xl, float *xsc) {
             memset(xl + 32 * b, 0, 32);
             memset(xl + cols + 32 * b, 0, 32);
             memset(xl + 2 * cols + 32 * b, 0, 32);
+            xls[2 * b] = xls[2 * b + 1] = 0;
             continue;
         }
         (void)frexpf(M, &E);
@@ -1152,6 +1171,7 @@ static void x24_init(xctx *c, int8_t *xl, float *xsc) {
         e = e > 126 ? 126 : e < -126 ? -126 : e;
         xsc[b] = ldexpf(1.0f, -e);
         const __m512 f = _mm512_set1_ps(ldexpf(1.0f, e));
+        __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0;
         for (int h = 0; h < 2; h++) {
             __m512i X = _mm512_cvtps_epi32(_mm512_mul_ps(v[h], f));
             __m512i l0 = _mm512_srai_epi32(_mm512_slli_epi32(X, 24), 24);
@@ -1161,10 +1181,16 @@ static void x24_init(xctx *c, int8_t *xl, float *xsc) {
             _mm_storeu_si128((__m128i *)(void *)(xl + 32 * b + 16 * h), _mm512_cvtepi32_epi8(l0));
             _mm_storeu_si128((__m128i *)(void *)(xl + cols + 32 * b + 16 * h), _mm512_cvtepi32_epi8(l1));
             _mm_storeu_si128((__m128i *)(void *)(xl + 2 * cols + 32 * b + 16 * h), _mm512_cvtepi32_epi8(l2));
+            s0 = _mm512_add_epi32(s0, l0);
+            s1 = _mm512_add_epi32(s1, l1);
+            s2 = _mm512_add_epi32(s2, l2);
         }
+        xls[2 * b] = 128 * (_mm512_reduce_add_epi32(s0) + 256 * _mm512_reduce_add_epi32(s1));
+        xls[2 * b + 1] = 128 * _mm512_reduce_add_epi32(s2);
     }
     c->xl = xl;
     c->xsc = xsc;
+    c->xls = xls;
 }
 
 /* 4 bytes of x (4 columns) broadcast to every lane */
@@ -1176,7 +1202,7 @@ static void x24_init(xctx *c, int8_t *xl, float *xsc) {
  * S = (a0 + 256 a1) + 65536 a2 (the first sum is below 2^24 in magnitude,
  * so its conversion is exact; one rounding), acc += S (d 2^-e_b), macc +=
  * m xsum_b. Prefetch PF_DIST ahead, linearly (a group is contiguous). */
-static ALWAYS_INLINE void r16_group(const uint8_t *g, const xctx *c, float *y) {
+static ALWAYS_INLINE void r16_group_q4_1(const uint8_t *g, const xctx *c, float *y) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     const __m512i shr4 = _mm512_set1_epi64(0x1020408000000000LL); /* GF(2) matrix: byte >> 4 */
     const int cols = c->cols;
@@ -1210,14 +1236,53 @@ static ALWAYS_INLINE void r16_group(const uint8_t *g, const xctx *c, float *y) {
     }
     _mm512_storeu_ps(y, _mm512_add_ps(acc, macc));
 }
+/* y[0..16) of one Q8_0 R16 group: the 8 vectors are already unsigned bytes
+ * (q + 128), so no unpacking: 24 dpbusd per block. Per byte k of X,
+ * A_k = sum (q + 128) L_k; the offset is taken out with the x-only sums
+ * (xls): S = (A0 + 256 A1 - 128 (S0 + 256 S1)) + 65536 (A2 - 128 S2), the
+ * first part an int32 below 2^29 in magnitude (one rounding on conversion,
+ * the second exact), then acc += S (d 2^-e_b). */
+static ALWAYS_INLINE void r16_group_q8_0(const uint8_t *g, const xctx *c, float *y) {
+    const int cols = c->cols;
+    __m512 acc = _mm512_setzero_ps();
+    for (int b = 0; b < c->nb; b++) {
+        const uint8_t *blk = g + (size_t)544 * b;
+#pragma GCC unroll 9
+        for (int l = 0; l < 576; l += 64) _mm_prefetch((const char *)blk + PF_DIST + l, PF_HINT);
+        const int8_t *x0 = c->xl + 32 * b, *x1 = x0 + cols, *x2 = x1 + cols;
+        __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, h0 = a0, h1 = a0, h2 = a0;
+#pragma GCC unroll 4
+        for (int t = 0; t < 8; t += 2) {
+            __m512i P = _mm512_loadu_si512((const void *)(blk + 32 + 64 * t));
+            __m512i Q = _mm512_loadu_si512((const void *)(blk + 96 + 64 * t));
+            a0 = _mm512_dpbusd_epi32(a0, P, BC4(x0 + 4 * t));
+            h0 = _mm512_dpbusd_epi32(h0, Q, BC4(x0 + 4 * t + 4));
+            a1 = _mm512_dpbusd_epi32(a1, P, BC4(x1 + 4 * t));
+            h1 = _mm512_dpbusd_epi32(h1, Q, BC4(x1 + 4 * t + 4));
+            a2 = _mm512_dpbusd_epi32(a2, P, BC4(x2 + 4 * t));
+            h2 = _mm512_dpbusd_epi32(h2, Q, BC4(x2 + 4 * t + 4));
+        }
+        a0 = _mm512_add_epi32(a0, h0);
+        a1 = _mm512_add_epi32(a1, h1);
+        a2 = _mm512_sub_epi32(_mm512_add_epi32(a2, h2), _mm512_set1_epi32(c->xls[2 * b + 1]));
+        __m512i lo2 = _mm512_sub_epi32(_mm512_add_epi32(a0, _mm512_slli_epi32(a1, 8)), _mm512_set1_epi32(c->xls[2 * b]));
+        __m512 S = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a2), _mm512_set1_ps(65536.0f), _mm512_cvtepi32_ps(lo2));
+        __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)blk));
+        acc = _mm512_fmadd_ps(S, _mm512_mul_ps(d, _mm512_set1_ps(c->xsc[b])), acc);
+    }
+    _mm512_storeu_ps(y, acc);
+}
 #undef BC4
 
 /* Rows [r0, r1) (multiples of 16) of an R16 matrix. */
-static void rows_r16(const uint8_t *w, size_t row_bytes, int r0, int r1, const xctx *c, float *y) {
+static void rows_r16(uint32_t type, const uint8_t *w, size_t row_bytes, int r0, int r1, const xctx *c, float *y) {
     const char *p = (const char *)(w + (size_t)r0 * row_bytes);
     size_t n = KB_MIN((size_t)PF_DIST, (size_t)(r1 - r0) * row_bytes);
     for (size_t o = 0; o < n; o += 64) _mm_prefetch(p + o, PF_HINT);
-    for (int r = r0; r < r1; r += 16) r16_group(w + (size_t)r * row_bytes, c, y + r);
+    if (type == GGML_Q8_0)
+        for (int r = r0; r < r1; r += 16) r16_group_q8_0(w + (size_t)r * row_bytes, c, y + r);
+    else
+        for (int r = r0; r < r1; r += 16) r16_group_q4_1(w + (size_t)r * row_bytes, c, y + r);
 }
 #endif /* R16 */
 
@@ -1523,13 +1588,14 @@ static void rows_exact(uint32_t type, const uint8_t *w, size_t row_bytes, int r0
 /* Rows [r0, r1) (multiples of 16) of an R16 matrix: the VNNI kernel, or
  * where the build has none (a caller that repacked anyway) its groups
  * dequantised and dotted in f32 (exact-mode numerics, within the R16 bound). */
-static void rows_r16_any(const uint8_t *w, size_t row_bytes, int r0, int r1, const xctx *c, float *y) {
+static void rows_r16_any(uint32_t type, const uint8_t *w, size_t row_bytes, int r0, int r1, const xctx *c,
+                         float *y) {
 #ifdef HAVE_R16
-    rows_r16(w, row_bytes, r0, r1, c, y);
+    rows_r16(type, w, row_bytes, r0, r1, c, y);
 #else
     float *g = KB_MALLOC((size_t)16 * c->cols * sizeof(float));
     for (int r = r0; r < r1; r += 16) {
-        kb_q4_1_r16_dequant_ref(w, row_bytes, r, 16, g);
+        kb_r16_dequant_ref(type, w, row_bytes, r, 16, g);
         for (int i = 0; i < 16; i++) {
             double s = 0.0;
             for (int j = 0; j < c->cols; j++) s += (double)g[(size_t)i * c->cols + j] * c->x[j];
@@ -1556,7 +1622,7 @@ static void mvx_chunk(void *p, int i, int worker) {
     const mvx_job *j = p;
     const mv_piece *q = &j->pc[i];
     const kb_mv *m = &j->mv[q->item];
-    if (m->layout == KB_LAYOUT_R16) rows_r16_any(m->W, m->row_bytes, q->r0, q->r1, j->c, m->y);
+    if (m->layout == KB_LAYOUT_R16) rows_r16_any(m->type, m->W, m->row_bytes, q->r0, q->r1, j->c, m->y);
     else rows_exact(m->type, m->W, m->row_bytes, q->r0, q->r1, j->c, m->y);
 }
 
@@ -1589,8 +1655,8 @@ static void matvec_multi_exact(const kb_mv *mv, int n, int cols, const float *x)
     }
     if (!total) return;
     xctx c;
-    /* + xp (cols floats) + xl (3 cols bytes) + xsc (nb floats) */
-    size_t base = xctx_floats(cols / 32), need = base + (size_t)cols + (size_t)cols + (size_t)cols / 32;
+    /* + xp (cols floats) + xl (3 cols bytes) + xsc (nb floats) + xls (2 nb ints) */
+    size_t base = xctx_floats(cols / 32), need = base + (size_t)cols + (size_t)cols + 3 * ((size_t)cols / 32);
     float stackbuf[8192] __attribute__((aligned(64)));
     float *heap = NULL, *buf = stackbuf;
     if (need > KB_ARRAY_LEN(stackbuf)) buf = heap = KB_AMALLOC(need * sizeof(float));
@@ -1601,7 +1667,9 @@ static void matvec_multi_exact(const kb_mv *mv, int n, int cols, const float *x)
     (void)perm;
 #endif
 #ifdef HAVE_R16
-    if (r16) x24_init(&c, (int8_t *)(void *)(buf + base + cols), buf + base + 2 * (size_t)cols);
+    if (r16)
+        x24_init(&c, (int8_t *)(void *)(buf + base + cols), buf + base + 2 * (size_t)cols,
+                 (int32_t *)(void *)(buf + base + 2 * (size_t)cols + (size_t)cols / 32));
 #else
     (void)r16;
 #endif
@@ -1609,7 +1677,7 @@ static void matvec_multi_exact(const kb_mv *mv, int n, int cols, const float *x)
     if (nthr <= 1) {
         for (int i = 0; i < n; i++) {
             if (mv[i].rows <= 0) continue;
-            if (mv[i].layout == KB_LAYOUT_R16) rows_r16_any(mv[i].W, mv[i].row_bytes, 0, mv[i].rows, &c, mv[i].y);
+            if (mv[i].layout == KB_LAYOUT_R16) rows_r16_any(mv[i].type, mv[i].W, mv[i].row_bytes, 0, mv[i].rows, &c, mv[i].y);
             else rows_exact(mv[i].type, mv[i].W, mv[i].row_bytes, 0, mv[i].rows, &c, mv[i].y);
         }
     } else {
@@ -1645,7 +1713,7 @@ void kb_matvec_multi(const kb_mv *mv, int n, int cols, const float *x) {
 
 static atomic_int matvec_mode = -1;
 
-int kb_q4_1_r16_available(void) {
+int kb_r16_available(void) {
 #ifdef HAVE_R16
     return 1;
 #else
@@ -1653,7 +1721,7 @@ int kb_q4_1_r16_available(void) {
 #endif
 }
 
-int kb_matvec_default_mode(void) { return kb_q4_1_r16_available() ? KB_MATVEC_X24 : KB_MATVEC_EXACT; }
+int kb_matvec_default_mode(void) { return kb_r16_available() ? KB_MATVEC_X24 : KB_MATVEC_EXACT; }
 
 int kb_matvec_mode(void) {
     int m = atomic_load(&matvec_mode);
@@ -1664,12 +1732,12 @@ int kb_matvec_mode(void) {
         want = KB_MATVEC_Q8;
     } else if (e && !strcmp(e, "exact")) {
         want = KB_MATVEC_EXACT;
-    } else if (e && !strcmp(e, "x24") && kb_q4_1_r16_available()) {
+    } else if (e && !strcmp(e, "x24") && kb_r16_available()) {
         want = KB_MATVEC_X24;
     } else if (e && *e) {
         fprintf(stderr, "kvbench: environment variable KVBENCH_MATVEC='%s' not understood "
                         "(expected 'x24'%s, 'exact' or 'q8'); using %s\n", e,
-                kb_q4_1_r16_available() ? "" : " (not in this build: no AVX-512 VNNI + GFNI)",
+                kb_r16_available() ? "" : " (not in this build: no AVX-512 VNNI + GFNI)",
                 kb_matvec_mode_name(want));
     }
     int expect = -1; /* a concurrent first call or kb_matvec_set_mode wins */
@@ -1678,7 +1746,7 @@ int kb_matvec_mode(void) {
 }
 
 int kb_matvec_set_mode(int mode) {
-    if (mode != KB_MATVEC_EXACT && mode != KB_MATVEC_Q8 && !(mode == KB_MATVEC_X24 && kb_q4_1_r16_available()))
+    if (mode != KB_MATVEC_EXACT && mode != KB_MATVEC_Q8 && !(mode == KB_MATVEC_X24 && kb_r16_available()))
         return KB_EINPUT;
     atomic_store(&matvec_mode, mode);
     return 0;

@@ -34,8 +34,8 @@
 #define FAST_MODE kb_matvec_mode
 #define FAST_MODE_NAME kb_matvec_mode_name
 #define FAST_MATVEC_MULTI kb_matvec_multi
-#define FAST_R16 kb_q4_1_r16_available
-#define FAST_R16_DEQUANT kb_q4_1_r16_dequant
+#define FAST_R16 kb_r16_available
+#define FAST_R16_DEQUANT kb_r16_dequant
 #define TEST_NAME "quant"
 #define TEST_NATIVE 1 /* the library's own kernels (kb_matmul checks) */
 #endif
@@ -595,29 +595,32 @@ static void test_mode_env(void) {
     CHECK_MSG(strchr(err, '\n') == strrchr(err, '\n'), "warned more than once: '%s'", err);
 }
 
-/* ------------------------------------------------ Q4_1 regrouped (R16) */
+/* ---------------------------------------- Q4_1 and Q8_0 regrouped (R16) */
+
+static int r16_bb(uint32_t type) { return type == GGML_Q4_1 ? 20 : 34; }
 
 /* Rows of an R16 mat-vec outside its bound (quant.h) against the reference
  * on the GGUF rows G: 2 x the exact path's f32 term (the same derivation:
- * per lane at most cols/32 block steps, reduction, m terms) + the rounding of
- * x to 24 bits per block: for each block, max(2^-22 M_b, 2^-127) times
- * sum |d q| (1.0001 for the double sums here). */
-static int r16_rows_outside(const uint8_t *G, size_t rb, int rows, int cols, const float *x,
+ * per lane at most cols/32 block steps, reduction, m terms; Q8_0's extra
+ * rounding of a partial sum is one more u of terms the sum already counts)
+ * + the rounding of x to 24 bits per block: for each block,
+ * max(2^-22 M_b, 2^-127) times sum |d q| (1.0001 for the double sums). */
+static int r16_rows_outside(uint32_t type, const uint8_t *G, size_t rb, int rows, int cols, const float *x,
                             const float *y, const float *yr, double *worst) {
-    int bad = 0;
+    int bad = 0, bb = r16_bb(type);
     *worst = 0;
     for (int r = 0; r < rows; r++) {
         const uint8_t *row = G + (size_t)r * rb;
         double st = 0, xr = 0;
         for (int b = 0; b < cols / 32; b++) {
             double M = 0, dq = 0;
-            const uint8_t *blk = row + (size_t)20 * b;
+            const uint8_t *blk = row + (size_t)bb * b;
             double d = half_value((uint16_t)(blk[0] | blk[1] << 8));
             for (int j = 0; j < 32; j++) {
-                int q = j < 16 ? blk[4 + j] & 15 : blk[4 + j - 16] >> 4;
+                int q = type == GGML_Q8_0 ? (int8_t)blk[2 + j] : j < 16 ? blk[4 + j] & 15 : blk[4 + j - 16] >> 4;
                 M = fmax(M, fabs(x[32 * b + j]));
                 dq += fabs(d * q);
-                st += fabs((double)x[32 * b + j]) * element_terms(GGML_Q4_1, blk, j);
+                st += fabs((double)x[32 * b + j]) * element_terms(type, blk, j);
             }
             xr += fmax(ldexp(M, -22), ldexp(1.0, -127)) * dq;
         }
@@ -642,33 +645,37 @@ static void fill_x_r16(float *x, int cols) {
         for (int j = 128; j < 160; j++) x[j] = (float)((rng_unit() * 2 - 1) * (j == 140 ? 1e3 : 1e-3));
 }
 
-static void test_r16(int rows, int cols) {
-    size_t rb = kb_row_bytes(GGML_Q4_1, cols);
+static void test_r16(uint32_t type, int rows, int cols) {
+    const char *tn = kb_qtype_info(type)->name;
+    size_t rb = kb_row_bytes(type, cols);
     uint8_t *G = malloc(rb * (size_t)rows), *R = malloc(rb * (size_t)rows);
     float *x = malloc((size_t)cols * 4), *y = malloc(((size_t)rows + 16) * 4), *y2 = malloc((size_t)rows * 4),
           *yr = malloc((size_t)rows * 4), *dr = malloc((size_t)rows * cols * 4),
           *dq = malloc((size_t)rows * cols * 4);
-    fill_blocks(GGML_Q4_1, G, (int64_t)(rb / 20) * rows);
+    fill_blocks(type, G, (int64_t)(rb / (size_t)r16_bb(type)) * rows);
     memcpy(R, G, rb * (size_t)rows);
-    kb_q4_1_r16_repack(R, rb, rows);
-    CHECK_MSG(rows < 16 || memcmp(R, G, rb * (size_t)rows) != 0, "repack %dx%d changed nothing", rows, cols);
-    /* dequantisation: every row, and a panel starting at row 16 */
-    kb_dequant_ref(GGML_Q4_1, G, dr, (int64_t)rows * cols);
+    kb_r16_repack(type, R, rb, rows);
+    CHECK_MSG(memcmp(R, G, rb * (size_t)rows) != 0, "repack %s %dx%d changed nothing", tn, rows, cols);
+    /* dequantisation: every row, a panel starting at row 16, single rows */
+    kb_dequant_ref(type, G, dr, (int64_t)rows * cols);
     for (int f = 0; f < 2; f++) {
-        void (*deq)(const void *, size_t, int, int, float *) = f ? FAST_R16_DEQUANT : kb_q4_1_r16_dequant_ref;
+        void (*deq)(uint32_t, const void *, size_t, int, int, float *) = f ? FAST_R16_DEQUANT : kb_r16_dequant_ref;
         memset(dq, 0xff, (size_t)rows * cols * 4);
-        deq(R, rb, 0, rows, dq);
-        CHECK_MSG(!memcmp(dr, dq, (size_t)rows * cols * 4), "R16 %dx%d: %s dequantised rows differ from the reference",
-                  rows, cols, f ? "fast" : "plain");
+        deq(type, R, rb, 0, rows, dq);
+        CHECK_MSG(!memcmp(dr, dq, (size_t)rows * cols * 4), "R16 %s %dx%d: %s dequantised rows differ from the reference",
+                  tn, rows, cols, f ? "fast" : "plain");
         if (rows >= 32) {
-            deq(R, rb, 16, 16, dq);
+            deq(type, R, rb, 16, 16, dq);
             CHECK(!memcmp(dr + (size_t)16 * cols, dq, (size_t)16 * cols * 4));
         }
+        int r1 = rows - 1 - (rows > 20 ? 3 : 0); /* an embedding row lookup */
+        deq(type, R, rb, r1, 1, dq);
+        CHECK_MSG(!memcmp(dr + (size_t)r1 * cols, dq, (size_t)cols * 4), "R16 %s: row %d alone differs", tn, r1);
     }
     /* mat-vec in every mode and 1..3 threads: the same bytes, within the bound */
     fill_x_r16(x, cols);
-    kb_matvec_ref(GGML_Q4_1, G, rb, rows, cols, x, yr);
-    kb_mv mv = {GGML_Q4_1, R, rb, rows, y, KB_LAYOUT_R16};
+    kb_matvec_ref(type, G, rb, rows, cols, x, yr);
+    kb_mv mv = {type, R, rb, rows, y, KB_LAYOUT_R16};
     int saved = omp_get_max_threads(), first = 1;
     for (int mode = KB_MATVEC_EXACT; mode <= KB_MATVEC_Q8; mode++) {
         CHECK_EQ_INT(FAST_SET_MODE(mode), 0);
@@ -678,16 +685,17 @@ static void test_r16(int rows, int cols) {
             FAST_MATVEC_MULTI(&mv, 1, cols, x);
             int canary = 0;
             for (int r = rows; r < rows + 16; r++) canary += y[r] != -12345.0f;
-            CHECK_MSG(canary == 0, "R16 %dx%d: wrote past y[rows]", rows, cols);
+            CHECK_MSG(canary == 0, "R16 %s %dx%d: wrote past y[rows]", tn, rows, cols);
             if (first) {
                 double worst;
-                int bad = r16_rows_outside(G, rb, rows, cols, x, y, yr, &worst);
-                if (getenv("QUANT_VERBOSE")) fprintf(stderr, "  R16 %dx%d: worst err/tol %.3g\n", rows, cols, worst);
-                CHECK_MSG(bad == 0, "R16 %dx%d: %d rows outside the bound (worst err/tol %.3g)", rows, cols, bad, worst);
+                int bad = r16_rows_outside(type, G, rb, rows, cols, x, y, yr, &worst);
+                if (getenv("QUANT_VERBOSE")) fprintf(stderr, "  R16 %s %dx%d: worst err/tol %.3g\n", tn, rows, cols, worst);
+                CHECK_MSG(bad == 0, "R16 %s %dx%d: %d rows outside the bound (worst err/tol %.3g)", tn, rows, cols, bad,
+                          worst);
                 memcpy(y2, y, (size_t)rows * 4);
                 first = 0;
             } else {
-                CHECK_MSG(!memcmp(y, y2, (size_t)rows * 4), "R16 %dx%d: %s, %d threads: other bytes", rows, cols,
+                CHECK_MSG(!memcmp(y, y2, (size_t)rows * 4), "R16 %s %dx%d: %s, %d threads: other bytes", tn, rows, cols,
                           FAST_MODE_NAME(mode), thr);
             }
         }
@@ -706,18 +714,19 @@ static void test_r16(int rows, int cols) {
 
 /* The R16 bound is tight enough to fail: the q8 path's 8-bit activations
  * (~1e-3 of sum |w x|) fall outside it on most rows. */
-static void test_r16_bound_fails(void) {
+static void test_r16_bound_fails(uint32_t type) {
     int rows = 64, cols = 576;
-    size_t rb = kb_row_bytes(GGML_Q4_1, cols);
+    size_t rb = kb_row_bytes(type, cols);
     uint8_t *G = malloc(rb * (size_t)rows);
     float *x = malloc((size_t)cols * 4), *y = malloc((size_t)rows * 4), *yr = malloc((size_t)rows * 4);
-    fill_blocks(GGML_Q4_1, G, (int64_t)(rb / 20) * rows);
+    fill_blocks(type, G, (int64_t)(rb / (size_t)r16_bb(type)) * rows);
     fill_x(x, cols);
-    kb_matvec_ref(GGML_Q4_1, G, rb, rows, cols, x, yr);
-    FAST_MATVEC_Q8(GGML_Q4_1, G, rb, rows, cols, x, y);
+    kb_matvec_ref(type, G, rb, rows, cols, x, yr);
+    FAST_MATVEC_Q8(type, G, rb, rows, cols, x, y);
     double worst;
-    int bad = r16_rows_outside(G, rb, rows, cols, x, y, yr, &worst);
-    CHECK_MSG(bad > rows / 2, "the R16 bound passed %d of %d q8 rows (worst %.3g)", rows - bad, rows, worst);
+    int bad = r16_rows_outside(type, G, rb, rows, cols, x, y, yr, &worst);
+    CHECK_MSG(bad > rows / 2, "the R16 %s bound passed %d of %d q8 rows (worst %.3g)", kb_qtype_info(type)->name,
+              rows - bad, rows, worst);
     free(G);
     free(x);
     free(y);
@@ -725,21 +734,21 @@ static void test_r16_bound_fails(void) {
 }
 
 /* A block of x holding NaN or Inf: NaN in every row (not a silent finite). */
-static void test_r16_nonfinite(void) {
+static void test_r16_nonfinite(uint32_t type) {
     int rows = 32, cols = 96;
-    size_t rb = kb_row_bytes(GGML_Q4_1, cols);
+    size_t rb = kb_row_bytes(type, cols);
     uint8_t *R = malloc(rb * (size_t)rows);
     float *x = malloc((size_t)cols * 4), *y = malloc((size_t)rows * 4);
-    fill_blocks(GGML_Q4_1, R, (int64_t)(rb / 20) * rows);
-    kb_q4_1_r16_repack(R, rb, rows);
-    kb_mv mv = {GGML_Q4_1, R, rb, rows, y, KB_LAYOUT_R16};
+    fill_blocks(type, R, (int64_t)(rb / (size_t)r16_bb(type)) * rows);
+    kb_r16_repack(type, R, rb, rows);
+    kb_mv mv = {type, R, rb, rows, y, KB_LAYOUT_R16};
     for (int k = 0; k < 2; k++) {
         fill_x(x, cols);
         x[70] = k ? INFINITY : NAN;
         FAST_MATVEC_MULTI(&mv, 1, cols, x);
         int fin = 0;
         for (int r = 0; r < rows; r++) fin += !isnan(y[r]) && !isinf(y[r]);
-        CHECK_MSG(fin == 0, "R16 with %s in x: %d finite rows", k ? "Inf" : "NaN", fin);
+        CHECK_MSG(fin == 0, "R16 %s with %s in x: %d finite rows", kb_qtype_info(type)->name, k ? "Inf" : "NaN", fin);
     }
     free(R);
     free(x);
@@ -747,47 +756,50 @@ static void test_r16_nonfinite(void) {
 }
 
 /* kb_matvec_multi with R16 and GGUF-layout matrices in one call: each y bit
- * for bit what a call with that matrix alone gives. */
+ * for bit what a call with that matrix alone gives; kb_matmul on R16. */
 static void test_r16_mixed(void) {
-    enum { COLS = 576 };
-    size_t rb4 = kb_row_bytes(GGML_Q4_1, COLS), rb8 = kb_row_bytes(GGML_Q8_0, COLS);
-    int rows[3] = {576, 192, 1536};
-    uint8_t *W[3];
-    float *y[3], *ys[3], *x = malloc(COLS * 4);
-    kb_mv mv[3];
+    enum { COLS = 576, NM = 4 };
+    static const uint32_t types[NM] = {GGML_Q4_1, GGML_Q8_0, GGML_Q8_0, GGML_Q4_1};
+    static const int layouts[NM] = {KB_LAYOUT_R16, KB_LAYOUT_ROWS, KB_LAYOUT_R16, KB_LAYOUT_R16};
+    static const int rows[NM] = {576, 192, 1536, 64};
+    uint8_t *W[NM];
+    float *y[NM], *ys[NM], *x = malloc(COLS * 4);
+    kb_mv mv[NM];
     fill_x(x, COLS);
-    for (int i = 0; i < 3; i++) {
-        uint32_t t = i == 1 ? GGML_Q8_0 : GGML_Q4_1;
-        size_t rb = i == 1 ? rb8 : rb4;
+    for (int i = 0; i < NM; i++) {
+        size_t rb = kb_row_bytes(types[i], COLS);
         W[i] = malloc(rb * (size_t)rows[i]);
-        fill_blocks(t, W[i], (int64_t)(rb / (size_t)kb_qtype_info(t)->bytes) * rows[i]);
-        if (t == GGML_Q4_1) kb_q4_1_r16_repack(W[i], rb, rows[i]);
+        fill_blocks(types[i], W[i], (int64_t)(rb / (size_t)r16_bb(types[i])) * rows[i]);
+        if (layouts[i] == KB_LAYOUT_R16) kb_r16_repack(types[i], W[i], rb, rows[i]);
         y[i] = malloc((size_t)rows[i] * 4);
         ys[i] = malloc((size_t)rows[i] * 4);
-        mv[i] = (kb_mv){t, W[i], rb, rows[i], y[i], t == GGML_Q4_1 ? KB_LAYOUT_R16 : KB_LAYOUT_ROWS};
+        mv[i] = (kb_mv){types[i], W[i], rb, rows[i], y[i], layouts[i]};
         kb_mv one = mv[i];
         one.y = ys[i];
         FAST_MATVEC_MULTI(&one, 1, COLS, x);
     }
-    FAST_MATVEC_MULTI(mv, 3, COLS, x);
-    for (int i = 0; i < 3; i++) CHECK_MSG(!memcmp(y[i], ys[i], (size_t)rows[i] * 4), "R16 mixed: matrix %d differs", i);
+    FAST_MATVEC_MULTI(mv, NM, COLS, x);
+    for (int i = 0; i < NM; i++) CHECK_MSG(!memcmp(y[i], ys[i], (size_t)rows[i] * 4), "R16 mixed: matrix %d differs", i);
 #ifdef TEST_NATIVE
     /* kb_matmul: one row of X -> the mat-vec; several -> dequantised panels + sgemm, the
      * same bytes as the GGUF-layout matrix gives (the panels' values are equal) */
-    {
+    for (int k = 0; k < 2; k++) {
+        uint32_t t = k ? GGML_Q8_0 : GGML_Q4_1;
         int n = 5, R = 1536;
-        uint8_t *G = malloc(rb4 * (size_t)R), *P = malloc(rb4 * (size_t)R);
+        size_t rb = kb_row_bytes(t, COLS);
+        uint8_t *G = malloc(rb * (size_t)R), *P = malloc(rb * (size_t)R);
         float *X = malloc((size_t)n * COLS * 4), *Yg = malloc((size_t)n * R * 4), *Yp = malloc((size_t)n * R * 4);
-        fill_blocks(GGML_Q4_1, G, (int64_t)(rb4 / 20) * R);
-        memcpy(P, G, rb4 * (size_t)R);
-        kb_q4_1_r16_repack(P, rb4, R);
+        fill_blocks(t, G, (int64_t)(rb / (size_t)r16_bb(t)) * R);
+        memcpy(P, G, rb * (size_t)R);
+        kb_r16_repack(t, P, rb, R);
         for (int i = 0; i < n; i++) fill_x(X + (size_t)i * COLS, COLS);
-        kb_weight wg = {GGML_Q4_1, G, R, COLS, rb4, KB_LAYOUT_ROWS}, wp = {GGML_Q4_1, P, R, COLS, rb4, KB_LAYOUT_R16};
+        kb_weight wg = {t, G, R, COLS, rb, KB_LAYOUT_ROWS}, wp = {t, P, R, COLS, rb, KB_LAYOUT_R16};
         kb_matmul(&wg, X, n, COLS, Yg, R);
         kb_matmul(&wp, X, n, COLS, Yp, R);
-        CHECK_MSG(!memcmp(Yg, Yp, (size_t)n * R * 4), "kb_matmul: R16 panels differ from GGUF rows");
+        CHECK_MSG(!memcmp(Yg, Yp, (size_t)n * R * 4), "kb_matmul %s: R16 panels differ from GGUF rows",
+                  kb_qtype_info(t)->name);
         kb_matmul(&wp, X, 1, COLS, Yp, R);
-        kb_mv one = {GGML_Q4_1, P, rb4, R, Yg, KB_LAYOUT_R16};
+        kb_mv one = {t, P, rb, R, Yg, KB_LAYOUT_R16};
         kb_matvec_multi(&one, 1, COLS, X);
         CHECK_MSG(!memcmp(Yg, Yp, (size_t)R * 4), "kb_matmul n=1: not the R16 mat-vec");
         free(G);
@@ -797,7 +809,7 @@ static void test_r16_mixed(void) {
         free(Yp);
     }
 #endif
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < NM; i++) {
         free(W[i]);
         free(y[i]);
         free(ys[i]);
@@ -834,9 +846,12 @@ int main(void) {
     test_mode_dispatch();
     test_matvec_multi();
     static const int r16shapes[][2] = {{16, 32}, {48, 576}, {192, 576}, {576, 1536}, {32, 4096}, {1536, 576}};
-    for (size_t i = 0; i < KB_ARRAY_LEN(r16shapes); i++) test_r16(r16shapes[i][0], r16shapes[i][1]);
-    test_r16_bound_fails();
-    test_r16_nonfinite();
+    for (int k = 0; k < 2; k++) {
+        uint32_t t = k ? GGML_Q8_0 : GGML_Q4_1;
+        for (size_t i = 0; i < KB_ARRAY_LEN(r16shapes); i++) test_r16(t, r16shapes[i][0], r16shapes[i][1]);
+        test_r16_bound_fails(t);
+        test_r16_nonfinite(t);
+    }
     test_r16_mixed();
     return check_summary(TEST_NAME);
 }

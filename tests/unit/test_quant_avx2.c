@@ -19,9 +19,9 @@
 #define kb_matvec_mode kb_matvec_mode_avx2
 #define kb_matvec_mode_name kb_matvec_mode_name_avx2
 #define kb_matvec_multi kb_matvec_multi_avx2
-#define kb_q4_1_r16_available kb_q4_1_r16_available_avx2
+#define kb_r16_available kb_r16_available_avx2
 #define kb_matvec_default_mode kb_matvec_default_mode_avx2
-#define kb_q4_1_r16_dequant kb_q4_1_r16_dequant_avx2
+#define kb_r16_dequant kb_r16_dequant_avx2
 #include "kernels/cpu/quant_cpu.c"
 #undef kb_dequant
 #undef kb_matvec
@@ -31,9 +31,9 @@
 #undef kb_matvec_mode
 #undef kb_matvec_mode_name
 #undef kb_matvec_multi
-#undef kb_q4_1_r16_available
+#undef kb_r16_available
 #undef kb_matvec_default_mode
-#undef kb_q4_1_r16_dequant
+#undef kb_r16_dequant
 
 #define FAST_DEQUANT kb_dequant_avx2
 #define FAST_MATVEC kb_matvec_avx2
@@ -43,7 +43,7 @@
 #define FAST_MODE kb_matvec_mode_avx2
 #define FAST_MODE_NAME kb_matvec_mode_name_avx2
 #define FAST_MATVEC_MULTI kb_matvec_multi_avx2
-#define FAST_R16 kb_q4_1_r16_available_avx2
-#define FAST_R16_DEQUANT kb_q4_1_r16_dequant_avx2
+#define FAST_R16 kb_r16_available_avx2
+#define FAST_R16_DEQUANT kb_r16_dequant_avx2
 #define TEST_NAME "quant_avx2"
 #include "test_quant.c"

@@ -17,9 +17,9 @@
 #define kb_matvec_mode kb_matvec_mode_scalar
 #define kb_matvec_mode_name kb_matvec_mode_name_scalar
 #define kb_matvec_multi kb_matvec_multi_scalar
-#define kb_q4_1_r16_available kb_q4_1_r16_available_scalar
+#define kb_r16_available kb_r16_available_scalar
 #define kb_matvec_default_mode kb_matvec_default_mode_scalar
-#define kb_q4_1_r16_dequant kb_q4_1_r16_dequant_scalar
+#define kb_r16_dequant kb_r16_dequant_scalar
 #include "kernels/cpu/quant_cpu.c"
 #undef kb_dequant
 #undef kb_matvec
@@ -29,9 +29,9 @@
 #undef kb_matvec_mode
 #undef kb_matvec_mode_name
 #undef kb_matvec_multi
-#undef kb_q4_1_r16_available
+#undef kb_r16_available
 #undef kb_matvec_default_mode
-#undef kb_q4_1_r16_dequant
+#undef kb_r16_dequant
 
 #define FAST_DEQUANT kb_dequant_scalar
 #define FAST_MATVEC kb_matvec_scalar
@@ -41,7 +41,7 @@
 #define FAST_MODE kb_matvec_mode_scalar
 #define FAST_MODE_NAME kb_matvec_mode_name_scalar
 #define FAST_MATVEC_MULTI kb_matvec_multi_scalar
-#define FAST_R16 kb_q4_1_r16_available_scalar
-#define FAST_R16_DEQUANT kb_q4_1_r16_dequant_scalar
+#define FAST_R16 kb_r16_available_scalar
+#define FAST_R16_DEQUANT kb_r16_dequant_scalar
 #define TEST_NAME "quant_scalar"
 #include "test_quant.c"
