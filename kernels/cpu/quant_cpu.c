@@ -43,16 +43,18 @@
  * Q8_K). The error this adds is documented in quant.h. F32, F16 and BF16
  * dot in f32 as in the exact path.
  *
- * Q4_1 matrices repacked by the loader (KB_LAYOUT_R16, quant.h; the x24
- * mode) have their own kernel, whatever the mode: x is turned once per call
- * into 24-bit integers per block of 32 (a power-of-two scale per block),
- * split into three signed bytes, and each block of 16 rows is 4 x 64 bytes
- * of nibbles: one AND and one GF2P8AFFINE (a per-byte shift by 4) unpack 64
- * bytes into two vectors of 4 columns x 16 rows, and one VNNI dpbusd per
- * (vector, byte of x) multiplies-adds them, exactly, in 32-bit lanes (one
- * lane per row). Per block: 24 dpbusd, 8 unpacks, ~10 operations to combine
- * the bytes and apply d and m, for 16 rows: ~2.6 vector operations per
- * row-block instead of 7 (3x the rate, cache-resident, measured).
+ * Q4_1 and Q8_0 matrices regrouped by the loader (KB_LAYOUT_R16, quant.h;
+ * the x24 mode) have their own kernels, whatever the mode: x is turned once
+ * per call into 24-bit integers per block of 32 (a power-of-two scale per
+ * block), split into three signed bytes, and one VNNI dpbusd per (vector of
+ * 4 columns x 16 rows, byte of x) multiplies-adds them, exactly, in 32-bit
+ * lanes (one lane per row). Q4_1's block of 16 rows is 4 x 64 bytes of
+ * nibbles, unpacked by one AND and one GF2P8AFFINE (a per-byte shift by 4)
+ * each; Q8_0's is 8 x 64 bytes stored as unsigned bytes (q + 128), the
+ * offset taken out with per-block sums of x's bytes. Per Q4_1 block: 24
+ * dpbusd, 8 unpacks, ~10 operations to combine the bytes and apply d and m,
+ * for 16 rows: ~2.6 vector operations per row-block instead of 7 (3x the
+ * rate, cache-resident, measured).
  *
  * Threads (both): the decode worker pool (kernels/pool.h; not OpenMP, whose
  * barriers stall when another process holds a core), rows split into chunks
@@ -1196,12 +1198,26 @@ static void x24_init(xctx *c, int8_t *xl, float *xsc, int32_t *xls) {
 /* 4 bytes of x (4 columns) broadcast to every lane */
 #define BC4(p) _mm512_set1_epi32(*(const int32_t *)(const void *)(p))
 
-/* y[0..16) of one R16 group (g: its first byte). Per block: the three bytes
- * of X each in a lo-nibble and a hi-nibble accumulator (two dependency
- * chains of 4 dpbusd each instead of one of 8: latency), then
- * S = (a0 + 256 a1) + 65536 a2 (the first sum is below 2^24 in magnitude,
- * so its conversion is exact; one rounding), acc += S (d 2^-e_b), macc +=
- * m xsum_b. Prefetch PF_DIST ahead, linearly (a group is contiguous). */
+/* One block's sums per byte of X, each kept in two accumulators (two
+ * dependency chains instead of one: latency), recombined:
+ * S = (a0 + 256 a1 - off01) + 65536 (a2 - off2) in f32 (the int32 part is
+ * below 2^29 in magnitude; at most two roundings), times d 2^-e_b into acc. */
+static ALWAYS_INLINE __m512 r16_block_sum(__m512 acc, __m512i a0, __m512i h0, __m512i a1, __m512i h1, __m512i a2,
+                                          __m512i h2, int32_t off01, int32_t off2, const uint8_t *dp, float xsc) {
+    a1 = _mm512_add_epi32(a1, h1);
+    a2 = _mm512_sub_epi32(_mm512_add_epi32(a2, h2), _mm512_set1_epi32(off2));
+    __m512i lo = _mm512_sub_epi32(_mm512_add_epi32(_mm512_add_epi32(a0, h0), _mm512_slli_epi32(a1, 8)),
+                                  _mm512_set1_epi32(off01));
+    __m512 S = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a2), _mm512_set1_ps(65536.0f), _mm512_cvtepi32_ps(lo));
+    __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)dp));
+    return _mm512_fmadd_ps(S, _mm512_mul_ps(d, _mm512_set1_ps(xsc)), acc);
+}
+
+/* y[0..16) of one Q4_1 R16 group (g: its first byte). Per block: the three
+ * bytes of X each in a lo-nibble and a hi-nibble accumulator, then
+ * r16_block_sum (no offset; here a0 + 256 a1 is below 2^24 in magnitude, so
+ * its conversion is exact), and macc += m xsum_b. Prefetch PF_DIST ahead,
+ * linearly (a group is contiguous). */
 static ALWAYS_INLINE void r16_group_q4_1(const uint8_t *g, const xctx *c, float *y) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     const __m512i shr4 = _mm512_set1_epi64(0x1020408000000000LL); /* GF(2) matrix: byte >> 4 */
@@ -1224,24 +1240,16 @@ static ALWAYS_INLINE void r16_group_q4_1(const uint8_t *g, const xctx *c, float 
             a2 = _mm512_dpbusd_epi32(a2, lo, BC4(x2 + 8 * t));
             h2 = _mm512_dpbusd_epi32(h2, hi, BC4(x2 + 8 * t + 4));
         }
-        a0 = _mm512_add_epi32(a0, h0);
-        a1 = _mm512_add_epi32(a1, h1);
-        a2 = _mm512_add_epi32(a2, h2);
-        __m512i lo2 = _mm512_add_epi32(a0, _mm512_slli_epi32(a1, 8));
-        __m512 S = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a2), _mm512_set1_ps(65536.0f), _mm512_cvtepi32_ps(lo2));
-        __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)blk));
+        acc = r16_block_sum(acc, a0, h0, a1, h1, a2, h2, 0, 0, blk, c->xsc[b]);
         __m512 m = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(blk + 32)));
-        acc = _mm512_fmadd_ps(S, _mm512_mul_ps(d, _mm512_set1_ps(c->xsc[b])), acc);
         macc = _mm512_fmadd_ps(m, _mm512_set1_ps(c->xsum[b]), macc);
     }
     _mm512_storeu_ps(y, _mm512_add_ps(acc, macc));
 }
 /* y[0..16) of one Q8_0 R16 group: the 8 vectors are already unsigned bytes
  * (q + 128), so no unpacking: 24 dpbusd per block. Per byte k of X,
- * A_k = sum (q + 128) L_k; the offset is taken out with the x-only sums
- * (xls): S = (A0 + 256 A1 - 128 (S0 + 256 S1)) + 65536 (A2 - 128 S2), the
- * first part an int32 below 2^29 in magnitude (one rounding on conversion,
- * the second exact), then acc += S (d 2^-e_b). */
+ * A_k = sum (q + 128) L_k; r16_block_sum takes the offset out with the
+ * x-only sums (xls): 128 (S0 + 256 S1) and 128 S2. */
 static ALWAYS_INLINE void r16_group_q8_0(const uint8_t *g, const xctx *c, float *y) {
     const int cols = c->cols;
     __m512 acc = _mm512_setzero_ps();
@@ -1262,13 +1270,7 @@ static ALWAYS_INLINE void r16_group_q8_0(const uint8_t *g, const xctx *c, float 
             a2 = _mm512_dpbusd_epi32(a2, P, BC4(x2 + 4 * t));
             h2 = _mm512_dpbusd_epi32(h2, Q, BC4(x2 + 4 * t + 4));
         }
-        a0 = _mm512_add_epi32(a0, h0);
-        a1 = _mm512_add_epi32(a1, h1);
-        a2 = _mm512_sub_epi32(_mm512_add_epi32(a2, h2), _mm512_set1_epi32(c->xls[2 * b + 1]));
-        __m512i lo2 = _mm512_sub_epi32(_mm512_add_epi32(a0, _mm512_slli_epi32(a1, 8)), _mm512_set1_epi32(c->xls[2 * b]));
-        __m512 S = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a2), _mm512_set1_ps(65536.0f), _mm512_cvtepi32_ps(lo2));
-        __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)blk));
-        acc = _mm512_fmadd_ps(S, _mm512_mul_ps(d, _mm512_set1_ps(c->xsc[b])), acc);
+        acc = r16_block_sum(acc, a0, h0, a1, h1, a2, h2, c->xls[2 * b], c->xls[2 * b + 1], blk, c->xsc[b]);
     }
     _mm512_storeu_ps(y, acc);
 }
@@ -1587,7 +1589,7 @@ static void rows_exact(uint32_t type, const uint8_t *w, size_t row_bytes, int r0
 
 /* Rows [r0, r1) (multiples of 16) of an R16 matrix: the VNNI kernel, or
  * where the build has none (a caller that repacked anyway) its groups
- * dequantised and dotted in f32 (exact-mode numerics, within the R16 bound). */
+ * dequantised and dotted in double (within the R16 bound). */
 static void rows_r16_any(uint32_t type, const uint8_t *w, size_t row_bytes, int r0, int r1, const xctx *c,
                          float *y) {
 #ifdef HAVE_R16
