@@ -49,6 +49,17 @@ static void sa_task(void *p, int t, int worker) {
     J->busy[t] = kb_now() - t0;
 }
 
+float *mc_scratch(int which, size_t n) {
+    static _Thread_local float *buf[2];
+    static _Thread_local size_t cap[2];
+    if (n > cap[which]) {
+        free(buf[which]);
+        cap[which] = n;
+        buf[which] = KB_MALLOC(n * sizeof(float));
+    }
+    return buf[which];
+}
+
 double mc_select_attend(const kb_kernels *kk, int rows, void (*sel)(void *ctx, int i, int worker),
                         void (*att)(void *ctx, int i, int worker), void *ctx) {
     if (rows <= 0) return 0;

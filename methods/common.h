@@ -76,6 +76,12 @@ void streams_append_view(kb_kvstream *s, int rows, const kb_prefill_view *pv);
  * (the reference kernels are not reentrant). Chunks must be independent. */
 void mc_parallel(const kb_kernels *kk, int n, void (*fn)(void *ctx, int i, int worker), void *ctx);
 
+/* Thread-local scratch of n floats, slot which (0 or 1): for data that lives
+ * only inside one select task (page scores), so every row and layer reuses
+ * one cached buffer per thread instead of writing a cold per-row one. The
+ * pointer stays valid until the same thread asks the same slot again. */
+float *mc_scratch(int which, size_t n);
+
 /* A decode step's two phases over `rows` selection rows: sel(ctx, i) (choose
  * what row i attends) and att(ctx, i) (attend it; reads only row i's
  * selection), as one mc_parallel job of 2 * rows tasks, selects first. The

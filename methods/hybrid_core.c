@@ -38,7 +38,6 @@ void hybrid_free(kb_hybrid *h) {
     free(h->pg);
     free(h->vsum);
     free(h->vsum_n);
-    free(h->ps);
     free(h->hw);
     free(h->idx);
     free(h->cnt);
@@ -141,7 +140,7 @@ static void hy_select(void *p, int i, int worker) {
     int n = sg->n, np = (n + h->p - 1) / h->p;
     const void *kmax = h->pg ? h->pg[g].kmax : NULL, *kmin = h->pg ? h->pg[g].kmin : NULL;
     int ldk = h->pg ? h->pg[g].cap : 0;
-    float *ps = h->ps + (size_t)i * h->cap;
+    float *ps = mc_scratch(0, (size_t)h->cap); /* used only inside this task */
     float *hw = h->reallocate_mean_v ? h->hw + (size_t)i * h->G * h->cap : NULL;
     J->kk->hybrid_scores(J->q + (size_t)h0 * h->D, nh, h->D, h->r, kmax, kmin, ldk, sg, n, h->p, ps, hw,
                          h->dims + (size_t)i * h->r);
@@ -181,9 +180,7 @@ void hybrid_attend(kb_hybrid *h, const kb_kernels *kk, kb_mcommon *c, const floa
     for (int g = 0; g < h->Hkv; g++) need = KB_MAX(need, (s[g].n + h->p - 1) / h->p);
     if (need > h->cap) {
         h->cap = KB_MAX(need, 2 * h->cap);
-        free(h->ps);
         free(h->hw);
-        h->ps = KB_MALLOC((size_t)rows * h->cap * sizeof(float));
         h->hw = h->reallocate_mean_v ? KB_MALLOC((size_t)rows * G * h->cap * sizeof(float)) : NULL;
     }
     hy_job J = {h, kk, c, q, s, out};

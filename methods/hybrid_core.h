@@ -22,7 +22,6 @@ typedef struct kb_hybrid {
     double *vsum;          /* [Hkv][D] sum of V over each stream (reallocate_mean_v) */
     int *vsum_n;           /* [Hkv] slots summed */
     int rows;              /* selection rows: Hq (per_head) or Hkv */
-    float *ps;             /* scratch: page scores [rows][cap] */
     float *hw;             /* scratch: per-head weights [rows][G][cap] (reallocate_mean_v) */
     int cap;
     int32_t *idx;          /* scratch: chosen slots [rows][max(1, k)] */

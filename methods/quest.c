@@ -17,7 +17,6 @@ typedef struct quest_state {
     kb_kvstream *s;  /* [Hkv] every token */
     kb_pages *pg;    /* [Hkv] pages of P slots */
     int rows;        /* selection rows: Hq (per_head) or Hkv */
-    float *ps, *tmp; /* [rows][cap] page bounds */
     int32_t *pidx;   /* [rows][n_pages] chosen pages */
     int32_t *idx;    /* [rows][n_pages * P] chosen slots */
     int *cnt;        /* [rows] slots chosen */
@@ -39,8 +38,6 @@ static void quest_free(quest_state *st) {
         for (int g = 0; g < st->c.ctx.Hkv; g++) pages_free(&st->pg[g]);
     free(st->pg);
     streams_free(st->s, st->c.ctx.Hkv);
-    free(st->ps);
-    free(st->tmp);
     free(st->pidx);
     free(st->idx);
     free(st->cnt);
@@ -116,12 +113,12 @@ static void quest_select_row(void *p, int i, int worker) {
     quest_job *J = p;
     quest_state *st = J->st;
     int G = st->c.G, D = st->c.ctx.D, np = J->np;
-    float *ps = st->ps + (size_t)i * st->cap;
+    float *ps = mc_scratch(0, (size_t)st->cap); /* both used only inside this task */
     if (st->c.p.gqa == KB_GQA_PER_HEAD) {
         int g = i / G;
         J->kk->quest_scores(J->q + (size_t)i * D, D, st->pg[g].kmax, st->pg[g].kmin, st->pg[g].dt, st->pg[g].cap, np, ps);
     } else {
-        float *tmp = st->tmp + (size_t)i * st->cap;
+        float *tmp = mc_scratch(1, (size_t)st->cap);
         for (int t = 0; t < np; t++) ps[t] = 0;
         for (int h = 0; h < G; h++) {
             J->kk->quest_scores(J->q + ((size_t)i * G + h) * D, D, st->pg[i].kmax, st->pg[i].kmin, st->pg[i].dt, st->pg[i].cap, np, tmp);
@@ -154,13 +151,7 @@ static void quest_decode(void *state, const float *q, const float *k, const floa
     c->n_in++;
     int n = st->s[0].n, P = c->bud.P;
     int np = (n + P - 1) / P;
-    if (np > st->cap) {
-        st->cap = KB_MAX(np, 2 * st->cap);
-        free(st->ps);
-        free(st->tmp);
-        st->ps = KB_MALLOC((size_t)st->rows * st->cap * sizeof(float));
-        st->tmp = KB_MALLOC((size_t)st->rows * st->cap * sizeof(float));
-    }
+    if (np > st->cap) st->cap = KB_MAX(np, 2 * st->cap); /* page-bound scratch (mc_scratch) */
     quest_job J = {st, kk, q, out, np, n};
     double t0 = kb_now();
     for (int g = 0; g < Hkv; g++) pages_sync(&st->pg[g], &st->s[g], kk);

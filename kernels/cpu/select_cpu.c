@@ -587,8 +587,18 @@ void kb_cpu_quest_scores(const float *q, int D, const void *kmax, const void *km
 /* Keys of D (<= 256) doubles with key(a) > key(b) iff a > b, equal values
  * equal keys (NaN must have been mapped to -inf); [D, pad8(D)) = 0. */
 static int keys_of_double(const double *x, int D, uint64_t *key) {
-    int n8 = (D + 7) & ~7;
-    for (int d = 0; d < n8; d++) {
+    int n8 = (D + 7) & ~7, d0 = 0;
+#if defined(__AVX512F__)
+    /* the same map 8 at a time: -0 -> +0, then u ^ (sign ? ~0 : 1 << 63) */
+    for (; d0 + 8 <= D; d0 += 8) {
+        __m512d f = _mm512_loadu_pd(x + d0);
+        f = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(f, _mm512_setzero_pd(), _CMP_EQ_OQ), f, _mm512_setzero_pd());
+        __m512i u = _mm512_castpd_si512(f);
+        __m512i flip = _mm512_or_si512(_mm512_srai_epi64(u, 63), _mm512_set1_epi64((long long)(1ull << 63)));
+        _mm512_storeu_si512(key + d0, _mm512_xor_si512(u, flip));
+    }
+#endif
+    for (int d = d0; d < n8; d++) {
         if (d >= D) {
             key[d] = 0;
             continue;
@@ -656,8 +666,25 @@ static void topk_small_double(const double *x, int D, int r, int32_t *out) {
     }
     int rem = exact ? r : r - c_hi; /* keys equal to lo to take (hi == lo + 1 unless exact) */
     int c = 0;
+#if defined(__AVX512F__) && defined(__BMI2__)
+    /* 8 keys at a time, in ascending order: those above lo, and the lowest
+     * rem of those equal to it (padding keys are 0 < lo) */
+    __m512i vlo = _mm512_set1_epi64((long long)lo);
+    __m256i ids = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int d = 0; d < n8; d += 8, ids = _mm256_add_epi32(ids, _mm256_set1_epi32(8))) {
+        __m512i k = _mm512_loadu_si512(key + d);
+        unsigned gt = _mm512_cmpgt_epu64_mask(k, vlo), eq = _mm512_cmpeq_epu64_mask(k, vlo);
+        int ne = __builtin_popcount(eq);
+        if (ne > rem) eq = (unsigned)_pdep_u32((1u << rem) - 1, eq); /* the lowest rem */
+        rem -= ne < rem ? ne : rem;
+        __mmask8 take = (__mmask8)(gt | eq);
+        _mm256_mask_compressstoreu_epi32(out + c, take, ids);
+        c += __builtin_popcount(take);
+    }
+#else
     for (int d = 0; d < D; d++)
         if (key[d] > lo || (key[d] == lo && rem-- > 0)) out[c++] = d;
+#endif
 }
 
 /* ---- hybrid approximate scores ---- */
@@ -667,47 +694,71 @@ static void topk_small_double(const double *x, int D, int r, int32_t *out) {
  * (ascending), the row of Kmax (group sign +) or Kmin (sign -) is read
  * contiguously, 32 pages per step, and q_g,d times it is added to each
  * head's lane-wise accumulator: only the r rows the definition needs are
- * read, and equal pages give equal scores. G <= 8. */
-static void hyb_pages512(const float *q, int G, int D, const int32_t *dims, int r, const char *pos,
-                         const void *kmax, const void *kmin, kb_dtype dt, int ld, int np, float *sc,
-                         size_t lds) {
+ * read, and equal pages give equal scores. The row addresses and the
+ * (head, dim) factors are gathered once; G is a compile-time constant in
+ * each instance (hyb_pages512 dispatches), so the head loop is unrolled.
+ * Rows hold ld >= P0 + 32 zero-filled elements: whole loads. */
+static inline __attribute__((always_inline)) void hyb_pages_g(const char *const *rowp, const float *qv, int r,
+                                                              kb_dtype dt, int np, float *sc, size_t lds,
+                                                              const int G) {
     const size_t esz = kb_dtype_size(dt);
-#define HROW(t) ((const char *)(pos[dims[t]] ? kmax : kmin) + (size_t)dims[t] * ld * esz)
     /* the rows are short streams (np elements each): start all of them */
     for (int t = 0; t < r; t++)
-        for (size_t o = 0; o < 256 && o < (size_t)np * esz; o += 64) _mm_prefetch(HROW(t) + o, _MM_HINT_T0);
+        for (size_t o = 0; o < 256 && o < (size_t)np * esz; o += 64) _mm_prefetch(rowp[t] + o, _MM_HINT_T0);
     for (int P0 = 0; P0 < np; P0 += 32) {
         int nr = np - P0;
         if (P0 + 64 < np)
             for (int t = 0; t < r; t++) {
-                const char *row = HROW(t) + (size_t)(P0 + 64) * esz;
+                const char *row = rowp[t] + (size_t)(P0 + 64) * esz;
                 _mm_prefetch(row, _MM_HINT_T0);
                 if (esz == 4) _mm_prefetch(row + 64, _MM_HINT_T0);
             }
         __mmask16 m0 = nr >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nr) - 1);
         __mmask16 m1 = nr >= 32 ? (__mmask16)0xffff : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
         __m512 acc[8][2];
-        for (int g = 0; g < 8; g++) acc[g][0] = acc[g][1] = _mm512_setzero_ps();
-        for (int t = 0; t < r; t++) {
-            int d = dims[t];
-            /* rows hold ld >= P0 + 32 zero-filled elements: whole loads */
-            const void *row = (pos[d] ? kmax : kmin);
-            size_t e = (size_t)d * ld + P0;
-            __m512 v0 = sld16(dt, row, e), v1 = sld16(dt, row, e + 16);
 #pragma GCC unroll 8
-            for (int g = 0; g < 8; g++) {
-                if (g >= G) break;
-                __m512 qd = _mm512_set1_ps(q[(size_t)g * D + d]);
+        for (int g = 0; g < G; g++) acc[g][0] = acc[g][1] = _mm512_setzero_ps();
+        for (int t = 0; t < r; t++) {
+            __m512 v0 = sld16(dt, rowp[t], P0), v1 = sld16(dt, rowp[t], (size_t)P0 + 16);
+#pragma GCC unroll 8
+            for (int g = 0; g < G; g++) {
+                __m512 qd = _mm512_set1_ps(qv[(size_t)t * G + g]);
                 acc[g][0] = _mm512_fmadd_ps(qd, v0, acc[g][0]);
                 acc[g][1] = _mm512_fmadd_ps(qd, v1, acc[g][1]);
             }
         }
+#pragma GCC unroll 8
         for (int g = 0; g < G; g++) {
             _mm512_mask_storeu_ps(sc + (size_t)g * lds + P0, m0, acc[g][0]);
             _mm512_mask_storeu_ps(sc + (size_t)g * lds + P0 + 16, m1, acc[g][1]);
         }
     }
-#undef HROW
+}
+
+/* G <= 8 */
+static void hyb_pages512(const float *q, int G, int D, const int32_t *dims, int r, const char *pos,
+                         const void *kmax, const void *kmin, kb_dtype dt, int ld, int np, float *sc,
+                         size_t lds) {
+    const size_t esz = kb_dtype_size(dt);
+    const char *rowbuf[256], **rowp = r <= 256 ? rowbuf : KB_MALLOC((size_t)r * sizeof *rowp);
+    float qbuf[8 * 256], *qv = r <= 256 ? qbuf : KB_MALLOC((size_t)r * G * sizeof *qv);
+    for (int t = 0; t < r; t++) {
+        int d = dims[t];
+        rowp[t] = (const char *)(pos[d] ? kmax : kmin) + (size_t)d * ld * esz;
+        for (int g = 0; g < G; g++) qv[(size_t)t * G + g] = q[(size_t)g * D + d];
+    }
+    switch (G) {
+    case 1: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, 1); break;
+    case 2: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, 2); break;
+    case 3: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, 3); break;
+    case 4: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, 4); break;
+    case 5: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, 5); break;
+    case 6: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, 6); break;
+    case 7: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, 7); break;
+    default: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, 8); break;
+    }
+    if (rowp != rowbuf) free(rowp);
+    if (qv != qbuf) free(qv);
 }
 
 /* Slot scores for p == 1 (SparQ): only the r chosen dims of each key are
@@ -746,6 +797,33 @@ static void hyb_slots512(const float *q, int G, int D, const int32_t *dims, int 
 }
 #endif
 
+/* kb_hybrid_temperature of G heads, four at a time: each head's two sums in
+ * the same order as there, the heads' chains side by side in registers (a
+ * missing head repeats the last one and is not stored). */
+static void hybrid_taus(const float *q, int G, int D, const int32_t *dims, int r, float *tau) {
+    for (int g0 = 0; g0 < G; g0 += 4) {
+        const float *q0 = q + (size_t)g0 * D, *q1 = q + (size_t)KB_MIN(g0 + 1, G - 1) * D,
+                    *q2 = q + (size_t)KB_MIN(g0 + 2, G - 1) * D, *q3 = q + (size_t)KB_MIN(g0 + 3, G - 1) * D;
+        double s0 = 0, s1 = 0, s2 = 0, s3 = 0, a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        for (int t = 0; t < r; t++) {
+            int d = dims[t];
+            s0 += fabs((double)q0[d]);
+            s1 += fabs((double)q1[d]);
+            s2 += fabs((double)q2[d]);
+            s3 += fabs((double)q3[d]);
+        }
+        for (int d = 0; d < D; d++) {
+            a0 += fabs((double)q0[d]);
+            a1 += fabs((double)q1[d]);
+            a2 += fabs((double)q2[d]);
+            a3 += fabs((double)q3[d]);
+        }
+        double sel[4] = {s0, s1, s2, s3}, all[4] = {a0, a1, a2, a3};
+        for (int j = 0; j < 4 && g0 + j < G; j++)
+            tau[g0 + j] = !(sel[j] > 0) || !(all[j] > 0) ? 1.0f : (float)sqrt((double)D * sel[j] / all[j]);
+    }
+}
+
 void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
                           const void *kmin, int ldk, const kb_kvstream *s, int n, int p,
                           float *page_score, float *head_w, int32_t *dims_out) {
@@ -769,10 +847,25 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
     float *vals = qr + (size_t)G * r;         /* [r] (scalar path) */
     int32_t *dims = (int32_t *)(void *)(vals + r);
     char *pos = (char *)(dims + D);
-    for (int d = 0; d < D; d++) {
-        /* in double, sums of a few floats are exact: dims are ranked by the
-         * exact mean |q| and the sign is the exact sign of the sum, so neither
-         * depends on rounding (ties go to the lower dim) */
+    /* in double, sums of a few floats are exact: dims are ranked by the
+     * exact mean |q| and the sign is the exact sign of the sum, so neither
+     * depends on rounding (ties go to the lower dim). The vector path adds
+     * the heads in the same order, 8 dims at a time. */
+    int d0 = 0;
+#if defined(__AVX512F__)
+    for (; d0 + 8 <= D; d0 += 8) {
+        __m512d a = _mm512_setzero_pd(), sum = _mm512_setzero_pd();
+        for (int g = 0; g < G; g++) {
+            __m512d v = _mm512_cvtps_pd(_mm256_loadu_ps(q + (size_t)g * D + d0));
+            a = _mm512_add_pd(a, _mm512_abs_pd(v));
+            sum = _mm512_add_pd(sum, v);
+        }
+        __mmask8 nan = _mm512_cmp_pd_mask(a, a, _CMP_UNORD_Q), gt = _mm512_cmp_pd_mask(sum, _mm512_setzero_pd(), _CMP_GT_OQ);
+        _mm512_storeu_pd(absum + d0, _mm512_mask_blend_pd(nan, a, _mm512_set1_pd(-INFINITY)));
+        for (int j = 0; j < 8; j++) pos[d0 + j] = (char)((gt >> j) & 1);
+    }
+#endif
+    for (int d = d0; d < D; d++) {
         double a = 0, sum = 0;
         for (int g = 0; g < G; g++) {
             a += fabs((double)q[(size_t)g * D + d]);
@@ -813,9 +906,12 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
     /* softmax over slots, computed per page: page P holds cnt_P equal slots */
     int last_cnt = n - (np - 1) * p;
     for (int P = 0; P < np; P++) page_score[P] = 0;
+    float taus[8];
+    if (G <= 8) hybrid_taus(q, G, D, dims, r, taus);
     for (int g = 0; g < G; g++) {
-        float tau = kb_hybrid_temperature(q + (size_t)g * D, D, dims, r);
+        float tau = G <= 8 ? taus[g] : kb_hybrid_temperature(q + (size_t)g * D, D, dims, r);
         float *x = sc + (size_t)g * ld, mx = -INFINITY;
+        double sum = 0;
         int P = 0;
 #if defined(__AVX512F__)
         {
@@ -832,27 +928,34 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
             x[P] /= tau;
             mx = x[P] > mx ? x[P] : mx;
         }
-        P = 0;
 #if defined(__AVX512F__)
-        for (__m512 vm = _mm512_set1_ps(mx); P + 16 <= np; P += 16)
-            _mm512_storeu_ps(x + P, _mm512_sub_ps(_mm512_loadu_ps(x + P), vm));
-#endif
-        for (; P < np; P++) x[P] -= mx;
-        exp_uniform(x, np);
-        /* every page but the last holds p slots: sum = p * sum(x[<last]) + cnt * x[last] */
-        double sum = 0;
-        P = 0;
-#if defined(__AVX512F__)
+        /* x - mx, its exp (padding lanes -inf: exp 0) and the double sum of
+         * the whole vectors below np - 1 in one pass; the same operations in
+         * the same order as the passes of the portable path */
         {
+            __m512 vm = _mm512_set1_ps(mx);
             __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
-            for (; P + 16 <= np - 1; P += 16) {
-                __m512 v = _mm512_loadu_ps(x + P);
-                a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
-                a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+            int m = pad16(np);
+            for (P = 0; P < m; P += 16) {
+                __m512 v = _mm512_sub_ps(_mm512_loadu_ps(x + P), vm);
+                if (P + 16 > np)
+                    v = _mm512_mask_blend_ps((__mmask16)((1u << (np - P)) - 1), _mm512_set1_ps(-INFINITY), v);
+                v = simd_exp512(v);
+                _mm512_storeu_ps(x + P, v);
+                if (P + 16 <= np - 1) {
+                    a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+                    a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+                }
             }
             sum = _mm512_reduce_add_pd(_mm512_add_pd(a0, a1));
+            P = (np - 1) / 16 * 16;
         }
+#else
+        for (P = 0; P < np; P++) x[P] -= mx;
+        exp_uniform(x, np);
+        P = 0;
 #endif
+        /* every page but the last holds p slots: sum = p * sum(x[<last]) + cnt * x[last] */
         for (; P < np - 1; P++) sum += x[P];
         sum = sum * p + (double)x[np - 1] * last_cnt;
         float inv = (float)(1.0 / sum);

@@ -265,18 +265,19 @@ static void test_pages(void) {
  * ties go to the lower dim, as in the reference. */
 static void test_hybrid_dims_ties(void) {
     for (int trial = 0; trial < 60; trial++) {
-        int D = trial % 3 == 0 ? 128 : 64, G = 1 + trial % 4, p = 2, n = 40;
+        /* D 256 takes the bisection path, D <= 128 the rank count */
+        int D = trial % 3 == 0 ? 128 : trial % 5 == 2 ? 256 : 64, G = 1 + trial % 4, p = 2, n = 40;
         int r = 1 + (int)(check_urand() * D);
         kb_kvstream s;
         fill_stream(&s, n, D, KB_F16);
         kb_pages pg;
         pages_init(&pg, p, D);
         pages_sync(&pg, &s, &kb_kernels_cpu);
-        float q[4 * 128];
+        float q[4 * 256];
         for (int i = 0; i < G * D; i++) q[i] = (float)((int)(check_urand() * 5) - 2);
         if (trial % 4 == 1) q[(int)(check_urand() * G * D)] = NAN;
         float a[32], b[32], wa[4 * 32], wb[4 * 32];
-        int32_t da[128], db[128];
+        int32_t da[256], db[256];
         kb_ref_hybrid_scores(q, G, D, r, pg.kmax, pg.kmin, pg.cap, &s, n, p, a, wa, da);
         kb_cpu_hybrid_scores(q, G, D, r, pg.kmax, pg.kmin, pg.cap, &s, n, p, b, wb, db);
         CHECK_MSG(same_idx(da, r, db, r), "tied dims D=%d G=%d r=%d", D, G, r);
