@@ -51,8 +51,8 @@ static inline uint32_t rank_key(float f) {
 
 /* Thread-local scratch (kernels run on several threads at once). */
 static void *tls_buf(size_t bytes, int which) {
-    static _Thread_local void *buf[2];
-    static _Thread_local size_t cap[2];
+    static _Thread_local void *buf[3];
+    static _Thread_local size_t cap[3];
     if (bytes > cap[which]) {
         free(buf[which]);
         cap[which] = bytes + bytes / 2 + 256;
@@ -99,7 +99,13 @@ static int count_ge(const uint32_t *key, int n, uint32_t t) {
 
 /* The largest t with at least m (1 <= m <= n) of key[0..n) >= t, or a
  * stand-in with exactly m keys >= it. *gt (if not NULL) := m in the second
- * case, else the number of keys > t (< m): both known from the bisection. */
+ * case, else the number of keys > t (< m): both known from the bisection.
+ * key[n..pad16(n)) must be 0. Each bisection step counts keys >= mid among
+ * candidates: every key in [lo, hi) (plus c_base keys >= hi counted
+ * apart). Once at most half the candidates lie in [lo, hi), they are
+ * compressed to those (vector path), so the later steps (the low bits of
+ * the keys) count a few vectors instead of all n: the same counts, so the
+ * same steps and the same t. */
 static uint32_t key_threshold(const uint32_t *key, int n, int m, int *gt) {
     uint32_t mn = UINT32_MAX, mx = 0;
     int i = 0;
@@ -117,13 +123,19 @@ static uint32_t key_threshold(const uint32_t *key, int n, int m, int *gt) {
         mn = key[i] < mn ? key[i] : mn;
         mx = key[i] > mx ? key[i] : mx;
     }
-    uint64_t lo = mn, hi = (uint64_t)mx + 1; /* count(>= lo) >= m > count(>= hi) = c_hi */
-    int c_hi = 0;
+    uint64_t lo = mn, hi = (uint64_t)mx + 1; /* count(>= lo) = c_lo >= m > count(>= hi) = c_hi */
+    int c_hi = 0, c_lo = n, c_base = 0, nc = n;
+    const uint32_t *cand = key;
+#if defined(__AVX512F__)
+    uint32_t *buf = n > 64 ? tls_buf((size_t)2 * (pad16(n) + 16) * sizeof(uint32_t), 2) : NULL;
+    int flip = 0;
+#endif
     while (hi - lo > 1) {
         uint64_t mid = lo + (hi - lo) / 2;
-        int c = count_ge(key, n, (uint32_t)mid);
+        int c = c_base + count_ge(cand, nc, (uint32_t)mid);
         if (c >= m) {
             lo = mid;
+            c_lo = c;
             if (c == m) { /* {key >= mid} is the answer; mid stands in for t */
                 c_hi = m;
                 break;
@@ -132,6 +144,24 @@ static uint32_t key_threshold(const uint32_t *key, int n, int m, int *gt) {
             hi = mid;
             c_hi = c;
         }
+#if defined(__AVX512F__)
+        if (buf && nc > 32 && 2 * (c_lo - c_hi) <= nc) { /* keep the keys in [lo, hi) */
+            uint32_t *dst = buf + (size_t)flip * (pad16(n) + 16);
+            __m512i vlo = _mm512_set1_epi32((int)(uint32_t)lo), vhi = _mm512_set1_epi32((int)(uint32_t)(hi - 1));
+            int c2 = 0;
+            for (int j = 0; j < nc; j += 16) {
+                __m512i kv = _mm512_loadu_si512(cand + j);
+                __mmask16 k = _mm512_cmpge_epu32_mask(kv, vlo) & _mm512_cmple_epu32_mask(kv, vhi);
+                _mm512_storeu_si512(dst + c2, _mm512_maskz_compress_epi32(k, kv));
+                c2 += __builtin_popcount(k);
+            }
+            _mm512_storeu_si512(dst + c2, _mm512_setzero_si512()); /* zeros up to pad16(c2) */
+            cand = dst;
+            nc = c2;
+            c_base = c_hi;
+            flip ^= 1;
+        }
+#endif
     }
     if (gt) *gt = c_hi; /* hi == lo + 1 here unless the break: count(> lo) */
     return (uint32_t)lo;
@@ -905,8 +935,7 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
     }
     /* softmax over slots, computed per page: page P holds cnt_P equal slots */
     int last_cnt = n - (np - 1) * p;
-    for (int P = 0; P < np; P++) page_score[P] = 0;
-    float taus[8];
+    float taus[8], invb[64], *inv = G <= 64 ? invb : KB_MALLOC((size_t)G * sizeof(float));
     if (G <= 8) hybrid_taus(q, G, D, dims, r, taus);
     for (int g = 0; g < G; g++) {
         float tau = G <= 8 ? taus[g] : kb_hybrid_temperature(q + (size_t)g * D, D, dims, r);
@@ -914,30 +943,50 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
         double sum = 0;
         int P = 0;
 #if defined(__AVX512F__)
+        /* For a positive finite tau, x -> x / tau is monotone (correctly
+         * rounded division), so max(x / tau) = max(x) / tau: the max is
+         * taken over the raw scores and the division joins the exp pass.
+         * Otherwise x is divided in place first. Same values either way. */
+        int fused = tau > 0 && tau < INFINITY;
         {
-            __m512 vt = _mm512_set1_ps(tau), vm = _mm512_set1_ps(-INFINITY);
+            /* max_ps(v, m) = v > m ? v : m: NaN never taken, as below. Four
+             * running maxima (a shorter dependency chain) may settle on
+             * another zero's sign than one would; x - mx, and so exp(x - mx),
+             * is the same for either zero */
+            __m512 vt = _mm512_set1_ps(tau), m0 = _mm512_set1_ps(-INFINITY), m1 = m0, m2 = m0, m3 = m0;
+            if (fused)
+                for (; P + 64 <= np; P += 64) {
+                    m0 = _mm512_max_ps(_mm512_loadu_ps(x + P), m0);
+                    m1 = _mm512_max_ps(_mm512_loadu_ps(x + P + 16), m1);
+                    m2 = _mm512_max_ps(_mm512_loadu_ps(x + P + 32), m2);
+                    m3 = _mm512_max_ps(_mm512_loadu_ps(x + P + 48), m3);
+                }
             for (; P + 16 <= np; P += 16) {
-                __m512 v = _mm512_div_ps(_mm512_loadu_ps(x + P), vt);
-                _mm512_storeu_ps(x + P, v);
-                vm = _mm512_mask_max_ps(vm, _mm512_cmp_ps_mask(v, vm, _CMP_GT_OQ), v, vm);
+                __m512 v = _mm512_loadu_ps(x + P);
+                if (!fused) {
+                    v = _mm512_div_ps(v, vt);
+                    _mm512_storeu_ps(x + P, v);
+                }
+                m0 = _mm512_max_ps(v, m0);
             }
-            mx = _mm512_reduce_max_ps(vm);
+            mx = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
         }
-#endif
         for (; P < np; P++) {
-            x[P] /= tau;
-            mx = x[P] > mx ? x[P] : mx;
+            float v = fused ? x[P] : (x[P] /= tau);
+            mx = v > mx ? v : mx;
         }
-#if defined(__AVX512F__)
-        /* x - mx, its exp (padding lanes -inf: exp 0) and the double sum of
-         * the whole vectors below np - 1 in one pass; the same operations in
-         * the same order as the passes of the portable path */
+        if (fused) mx /= tau;
+        /* x (/ tau) - mx, its exp (padding lanes -inf: exp 0) and the double
+         * sum of the whole vectors below np - 1 in one pass; the same
+         * operations in the same order as the passes of the portable path */
         {
-            __m512 vm = _mm512_set1_ps(mx);
+            __m512 vm = _mm512_set1_ps(mx), vt = _mm512_set1_ps(tau);
             __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
             int m = pad16(np);
             for (P = 0; P < m; P += 16) {
-                __m512 v = _mm512_sub_ps(_mm512_loadu_ps(x + P), vm);
+                __m512 v = _mm512_loadu_ps(x + P);
+                if (fused) v = _mm512_div_ps(v, vt);
+                v = _mm512_sub_ps(v, vm);
                 if (P + 16 > np)
                     v = _mm512_mask_blend_ps((__mmask16)((1u << (np - P)) - 1), _mm512_set1_ps(-INFINITY), v);
                 v = simd_exp512(v);
@@ -951,6 +1000,10 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
             P = (np - 1) / 16 * 16;
         }
 #else
+        for (; P < np; P++) {
+            x[P] /= tau;
+            mx = x[P] > mx ? x[P] : mx;
+        }
         for (P = 0; P < np; P++) x[P] -= mx;
         exp_uniform(x, np);
         P = 0;
@@ -958,28 +1011,32 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
         /* every page but the last holds p slots: sum = p * sum(x[<last]) + cnt * x[last] */
         for (; P < np - 1; P++) sum += x[P];
         sum = sum * p + (double)x[np - 1] * last_cnt;
-        float inv = (float)(1.0 / sum);
-        float *hw = head_w ? head_w + (size_t)g * np : NULL;
-        P = 0;
-#if defined(__AVX512F__)
-        for (__m512 vi = _mm512_set1_ps(inv); P + 16 <= np; P += 16) {
-            __m512 w = _mm512_mul_ps(_mm512_loadu_ps(x + P), vi);
-            if (hw) _mm512_storeu_ps(hw + P, w);
-            _mm512_storeu_ps(page_score + P, _mm512_add_ps(_mm512_loadu_ps(page_score + P), w));
-        }
-#endif
-        for (; P < np; P++) {
-            float w = x[P] * inv;
-            if (hw) hw[P] = w;
-            page_score[P] += w;
-        }
+        inv[g] = (float)(1.0 / sum);
     }
+    /* weights w = x * inv per head; the page score is their mean over the
+     * group, summed from 0 in head order (one pass for all heads) */
     float invG = 1.0f / G;
     int P = 0;
 #if defined(__AVX512F__)
-    for (__m512 vg = _mm512_set1_ps(invG); P + 16 <= np; P += 16)
-        _mm512_storeu_ps(page_score + P, _mm512_mul_ps(_mm512_loadu_ps(page_score + P), vg));
+    for (__m512 vg = _mm512_set1_ps(invG); P + 16 <= np; P += 16) {
+        __m512 acc = _mm512_setzero_ps();
+        for (int g = 0; g < G; g++) {
+            __m512 w = _mm512_mul_ps(_mm512_loadu_ps(sc + (size_t)g * ld + P), _mm512_set1_ps(inv[g]));
+            if (head_w) _mm512_storeu_ps(head_w + (size_t)g * np + P, w);
+            acc = _mm512_add_ps(acc, w);
+        }
+        _mm512_storeu_ps(page_score + P, _mm512_mul_ps(acc, vg));
+    }
 #endif
-    for (; P < np; P++) page_score[P] *= invG;
+    for (; P < np; P++) {
+        float acc = 0;
+        for (int g = 0; g < G; g++) {
+            float w = sc[(size_t)g * ld + P] * inv[g];
+            if (head_w) head_w[(size_t)g * np + P] = w;
+            acc += w;
+        }
+        page_score[P] = acc * invG;
+    }
+    if (inv != invb) free(inv);
     if (dims_out) memcpy(dims_out, dims, (size_t)r * sizeof(int32_t));
 }
