@@ -15,10 +15,8 @@
  * index order (chronological for slot indices), so outputs are canonical.
  *
  * Shapes: q rows are f32 [G][D] (the G query heads of one KV group); K/V are
- * read from a kb_kvstream (f32/f16/bf16); page summaries are dim-major
- * [D][ld] in the stream's dtype (kb_pages) with npages = ceil(n / p); the
- * hybrid scores read the pages before kb_pages_stored(n, p) from them and
- * take the later pages' min / max from their K rows (kb_pages.whole). */
+ * read from a kb_kvstream (f32/f16/bf16); page summaries are f32
+ * [npages][D] with npages = ceil(n / p). */
 #ifndef KB_SELECT_H
 #define KB_SELECT_H
 
@@ -79,27 +77,12 @@ float kb_hybrid_temperature(const float *q, int D, const int32_t *dims, int r);
  * Pages of p consecutive slots aligned at slot 0; the last page may be
  * partial and then summarizes only its real slots. Kept up to date
  * incrementally as slots are appended; a rollback recomputes only the last
- * (partial) page from the stream.
- *
- * With whole = 1 (hybrid attention sets it) pages are stored in aligned
- * groups of KB_PAGE_GROUP, once the whole group is complete: the pages
- * after the last stored group (kb_pages_stored) are left to the reader,
- * which takes their min / max from their K rows (kb_*_hybrid_scores do).
- * Storing the growing page at every step costs about 2D scattered stores
- * per step (each dim's element lies in its own cache line); storing a
- * group costs 2D stores every KB_PAGE_GROUP * p steps. The values read are
- * the same either way. */
-#define KB_PAGE_GROUP 4
-/* Pages of a stream of n slots that a whole summary stores. */
-static inline int kb_pages_stored(int n, int p) { return n / (p * KB_PAGE_GROUP) * KB_PAGE_GROUP; }
-
+ * (partial) page from the stream. */
 typedef struct kb_pages {
     int p;       /* page size in slots (>= 1) */
     int D;       /* head dim */
-    int n;       /* slots summarized in kmax/kmin (whole: kb_pages_stored(seen, p) * p) */
-    int seen;    /* slots of the stream at the last sync or truncation (>= n) */
-    int whole;   /* store complete pages only */
-    int cap;     /* pages allocated (a multiple of 32, >= the pages of seen) */
+    int n;       /* slots summarized so far */
+    int cap;     /* pages allocated (a multiple of 32) */
     kb_dtype dt; /* element type: the stream's (set at the first sync) */
     void *kmax;  /* [D][cap] per-dim max of K over the page's slots (dim-major) */
     void *kmin;  /* [D][cap] per-dim min */
@@ -107,20 +90,17 @@ typedef struct kb_pages {
 
 void pages_init(kb_pages *pg, int p, int D);
 void pages_free(kb_pages *pg);
-/* Pages stored in kmax/kmin. */
 static inline int pages_count(const kb_pages *pg) { return (pg->n + pg->p - 1) / pg->p; }
-/* Summarize the slots [pg->n, s->n) of s (appended since the last call);
- * when whole, only up to the last complete group of pages. */
+/* Summarize the slots [pg->n, s->n) of s (appended since the last call). */
 void pages_sync(kb_pages *pg, const kb_kvstream *s, const kb_kernels *kk);
-/* Forget slots >= n (s already truncated or not): the page that holds slot
- * n-1 is recomputed from its first slot (dropped instead when whole). */
+/* Forget slots >= n (n <= pg->n, s already truncated or not): the page that
+ * holds slot n-1 is recomputed from its first slot. */
 void pages_truncate(kb_pages *pg, const kb_kvstream *s, int n, const kb_kernels *kk);
 /* Forget everything (the stream was rebuilt); the next sync rebuilds. */
-static inline void pages_reset(kb_pages *pg) { pg->n = pg->seen = 0; }
-/* Bytes of the summaries of every page of the stream (a partial page's
- * summary counts whether it is stored or derived from its K rows). */
+static inline void pages_reset(kb_pages *pg) { pg->n = 0; }
+/* Bytes of the summaries in use. */
 static inline size_t pages_bytes(const kb_pages *pg) {
-    return 2 * (size_t)((pg->seen + pg->p - 1) / pg->p) * (size_t)pg->D * kb_dtype_size(pg->dt);
+    return 2 * (size_t)pages_count(pg) * (size_t)pg->D * kb_dtype_size(pg->dt);
 }
 
 #endif

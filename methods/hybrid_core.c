@@ -19,10 +19,7 @@ void hybrid_init(kb_hybrid *h, int Hq, int Hkv, int D, int p, int r, int k, int 
     h->reallocate_mean_v = reallocate_mean_v;
     if (h->p > 1) {
         h->pg = KB_CALLOC((size_t)Hkv, sizeof *h->pg);
-        for (int g = 0; g < Hkv; g++) {
-            pages_init(&h->pg[g], h->p, D);
-            h->pg[g].whole = 1; /* stored in groups; the kernels read later pages from K rows */
-        }
+        for (int g = 0; g < Hkv; g++) pages_init(&h->pg[g], h->p, D);
     }
     if (reallocate_mean_v) {
         h->vsum = KB_CALLOC((size_t)Hkv * D, sizeof(double));

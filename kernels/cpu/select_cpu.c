@@ -767,8 +767,8 @@ static inline __attribute__((always_inline)) void hyb_pages_g(const char *const 
 
 /* G <= 8 */
 static void hyb_pages512(const float *q, int G, int D, const int32_t *dims, int r, const char *pos,
-                         const void *kmax, const void *kmin, kb_dtype dt, int ld, int np, int P0,
-                         const float *tail, float *sc, size_t lds) {
+                         const void *kmax, const void *kmin, kb_dtype dt, int ld, int np, float *sc,
+                         size_t lds) {
     const size_t esz = kb_dtype_size(dt);
     const char *rowbuf[256], **rowp = r <= 256 ? rowbuf : KB_MALLOC((size_t)r * sizeof *rowp);
     float qbuf[8 * 256], *qv = r <= 256 ? qbuf : KB_MALLOC((size_t)r * G * sizeof *qv);
@@ -777,25 +777,15 @@ static void hyb_pages512(const float *q, int G, int D, const int32_t *dims, int 
         rowp[t] = (const char *)(pos[d] ? kmax : kmin) + (size_t)d * ld * esz;
         for (int g = 0; g < G; g++) qv[(size_t)t * G + g] = q[(size_t)g * D + d];
     }
-    /* pages [0, P0) from the summaries, then [P0, np) from tail ([r][32] f32,
-     * derived from K rows) by the same lane operations */
-    for (int part = 0; part < 2; part++) {
-        int m = part ? np - P0 : P0;
-        if (m <= 0) continue;
-        if (part)
-            for (int t = 0; t < r; t++) rowp[t] = (const char *)(tail + (size_t)t * 32);
-        kb_dtype ty = part ? KB_F32 : dt;
-        float *o = part ? sc + P0 : sc;
-        switch (G) {
-        case 1: hyb_pages_g(rowp, qv, r, ty, m, o, lds, 1); break;
-        case 2: hyb_pages_g(rowp, qv, r, ty, m, o, lds, 2); break;
-        case 3: hyb_pages_g(rowp, qv, r, ty, m, o, lds, 3); break;
-        case 4: hyb_pages_g(rowp, qv, r, ty, m, o, lds, 4); break;
-        case 5: hyb_pages_g(rowp, qv, r, ty, m, o, lds, 5); break;
-        case 6: hyb_pages_g(rowp, qv, r, ty, m, o, lds, 6); break;
-        case 7: hyb_pages_g(rowp, qv, r, ty, m, o, lds, 7); break;
-        default: hyb_pages_g(rowp, qv, r, ty, m, o, lds, 8); break;
-        }
+    switch (G) {
+    case 1: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, 1); break;
+    case 2: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, 2); break;
+    case 3: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, 3); break;
+    case 4: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, 4); break;
+    case 5: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, 5); break;
+    case 6: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, 6); break;
+    case 7: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, 7); break;
+    default: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, 8); break;
     }
     if (rowp != rowbuf) free(rowp);
     if (qv != qbuf) free(qv);
@@ -864,39 +854,6 @@ static void hybrid_taus(const float *q, int G, int D, const int32_t *dims, int r
     }
 }
 
-/* The chosen dims' summaries of pages [P0, np) (at most 32; the last may be
- * partial) from their K rows: out[t * 32 + P - P0] is the max (pos) or min
- * of dim dims[t] over page P's slots, by page_minmax's recurrence (first
- * slot, then max_ps(x, m) = x > m ? x : m, resp. min): the value page_minmax
- * would store (a stored summary is the dtype's own value, exact). sel[t] =
- * dims[t], + D for a min: an index into mm = [max | min] (no branches). */
-static void derived_pages(const kb_kvstream *s, int P0, int np, int n, int p, const int32_t *sel,
-                          int r, float *mm, float *row, float *out) {
-    int D = s->D;
-    float *mx = mm, *mn = mm + D;
-    for (int P = P0; P < np; P++) {
-        int j = P * p, end = n < j + p ? n : j + p;
-        simd_cvt_row(s->dtype, kvstream_krow(s, j), mx, D);
-        memcpy(mn, mx, (size_t)D * sizeof(float));
-        for (j++; j < end; j++) {
-            simd_cvt_row(s->dtype, kvstream_krow(s, j), row, D);
-            int d = 0;
-#if defined(__AVX512F__)
-            for (; d + 16 <= D; d += 16) {
-                __m512 v = _mm512_loadu_ps(row + d);
-                _mm512_storeu_ps(mx + d, _mm512_max_ps(v, _mm512_loadu_ps(mx + d)));
-                _mm512_storeu_ps(mn + d, _mm512_min_ps(v, _mm512_loadu_ps(mn + d)));
-            }
-#endif
-            for (; d < D; d++) {
-                mx[d] = row[d] > mx[d] ? row[d] : mx[d];
-                mn[d] = row[d] < mn[d] ? row[d] : mn[d];
-            }
-        }
-        for (int t = 0; t < r; t++) out[(size_t)t * 32 + P - P0] = mm[sel[t]];
-    }
-}
-
 void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
                           const void *kmin, int ldk, const kb_kvstream *s, int n, int p,
                           float *page_score, float *head_w, int32_t *dims_out) {
@@ -904,18 +861,11 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
     if (r < 1) r = 1;
     int np = (n + p - 1) / p;
     if (np <= 0) return;
-    /* the K rows of the pages after the stored ones (kb_pages.whole) are
-     * read below: start them now, the dims' ranking hides their latency */
-    int P0 = p > 1 ? kb_pages_stored(n, p) : np;
-    for (int j = P0 * p; j < n; j++)
-        for (size_t o = 0; o < (size_t)D * kb_dtype_size(s->dtype); o += 64)
-            _mm_prefetch((const char *)kvstream_krow(s, j) + o, _MM_HINT_T0);
     static _Thread_local void *buf;
     static _Thread_local size_t bcap;
     size_t ld = (size_t)pad16(np);
     size_t need = (size_t)D * (sizeof(double) + sizeof(int32_t) + 1) + (size_t)G * r * sizeof(float) +
-                  (size_t)G * ld * sizeof(float) + (size_t)(33 * r + 3 * D) * sizeof(float) +
-                  (size_t)r * sizeof(int32_t) + 256;
+                  (size_t)G * ld * sizeof(float) + (size_t)r * sizeof(float) + 256;
     if (need > bcap) {
         free(buf);
         bcap = need + need / 2;
@@ -925,11 +875,8 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
     float *sc = (float *)(void *)(absum + D); /* [G][ld] */
     float *qr = sc + (size_t)G * ld;          /* [G][r] (scalar path) */
     float *vals = qr + (size_t)G * r;         /* [r] (scalar path) */
-    float *tail = vals + r;                   /* [r][32] derived pages' chosen min/max */
-    float *rowb = tail + (size_t)32 * r;      /* [3D] one of their K rows, its page's max and min */
-    int32_t *dims = (int32_t *)(void *)(rowb + 3 * D);
-    int32_t *sel = dims + D;                  /* [r] dims[t], + D for a min */
-    char *pos = (char *)(sel + r);
+    int32_t *dims = (int32_t *)(void *)(vals + r);
+    char *pos = (char *)(dims + D);
     /* in double, sums of a few floats are exact: dims are ranked by the
      * exact mean |q| and the sign is the exact sign of the sum, so neither
      * depends on rounding (ties go to the lower dim). The vector path adds
@@ -958,14 +905,9 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
         pos[d] = sum > 0;
     }
     topk_small_double(absum, D, r, dims);
-    /* pages from P0 on are not in the summaries (kb_pages.whole) */
-    if (P0 < np) {
-        for (int t = 0; t < r; t++) sel[t] = dims[t] + (pos[dims[t]] ? 0 : D);
-        derived_pages(s, P0, np, n, p, sel, r, rowb + D, rowb, tail);
-    }
 #if defined(__AVX512F__)
     if (p > 1 && G <= 8 && ldk % 32 == 0) {
-        hyb_pages512(q, G, D, dims, r, pos, kmax, kmin, s->dtype, ldk, np, P0, tail, sc, ld);
+        hyb_pages512(q, G, D, dims, r, pos, kmax, kmin, s->dtype, ldk, np, sc, ld);
     } else if (p == 1 && D % 16 == 0 && G <= 64) {
         hyb_slots512(q, G, D, dims, r, s, n, sc, ld);
     } else
@@ -984,8 +926,6 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
                     for (int t = 0; t < r; t++)
                         vals[t] = s->dtype == KB_F16 ? kb_f16_to_f32(kr[dims[t]]) : kb_bf16_to_f32(kr[dims[t]]);
                 }
-            } else if (P >= P0) {
-                for (int t = 0; t < r; t++) vals[t] = tail[(size_t)t * 32 + P - P0];
             } else {
                 for (int t = 0; t < r; t++)
                     vals[t] = kb_elem_get(pos[dims[t]] ? kmax : kmin, s->dtype, (size_t)dims[t] * ldk + P);

@@ -203,20 +203,6 @@ void kb_ref_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
     double *w = KB_MALLOC((size_t)(n > 0 ? n : 1) * sizeof(double));
     double *grp = KB_CALLOC((size_t)(n > 0 ? n : 1), sizeof(double));
     float *kr = KB_MALLOC((size_t)D * sizeof(float));
-    /* the pages from kb_pages_stored(n, p) on are not in the summaries
-     * (kb_pages.whole): their min/max over their slots, as
-     * kb_ref_page_minmax computes them */
-    int P0 = p > 1 ? kb_pages_stored(n, p) : npages, nd = npages - P0;
-    float *tmax = KB_MALLOC((size_t)(nd > 0 ? nd : 1) * D * sizeof(float));
-    float *tmin = KB_MALLOC((size_t)(nd > 0 ? nd : 1) * D * sizeof(float));
-    for (int j = P0 * p; j < n; j++) {
-        kvstream_get_f32(s, j, kr, NULL);
-        float *mx = tmax + (size_t)(j / p - P0) * D, *mn = tmin + (size_t)(j / p - P0) * D;
-        for (int d = 0; d < D; d++) {
-            if (j % p == 0 || kr[d] > mx[d]) mx[d] = kr[d];
-            if (j % p == 0 || kr[d] < mn[d]) mn[d] = kr[d];
-        }
-    }
     for (int g = 0; g < G; g++) {
         const float *qg = q + (size_t)g * D;
         for (int P = 0; P < npages; P++) {
@@ -224,9 +210,7 @@ void kb_ref_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
             double acc = 0;
             for (int t = 0; t < r; t++) {
                 int d = dims[t];
-                double kv = p == 1    ? kr[d]
-                            : P >= P0 ? (pos_sign[d] ? tmax : tmin)[(size_t)(P - P0) * D + d]
-                                      : kb_elem_get(pos_sign[d] ? kmax : kmin, s->dtype, (size_t)d * ld + P);
+                double kv = p == 1 ? kr[d] : kb_elem_get(pos_sign[d] ? kmax : kmin, s->dtype, (size_t)d * ld + P);
                 acc += (double)qg[d] * kv;
             }
             pg[P] = acc;
@@ -255,8 +239,6 @@ void kb_ref_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
     free(w);
     free(grp);
     free(kr);
-    free(tmax);
-    free(tmin);
 }
 
 /* ---- deterministic top-k ---- */

@@ -261,59 +261,6 @@ static void test_pages(void) {
     }
 }
 
-/* Whole groups only (kb_pages.whole, hybrid's summaries): after syncing one
- * slot at a time with rollbacks, the stored pages are exactly those of the
- * complete aligned groups of KB_PAGE_GROUP pages, each the definition's
- * min/max; the bytes still count every page of the stream (the later pages'
- * summaries are derived, not absent). */
-static void test_pages_whole(void) {
-    for (int trial = 0; trial < 30; trial++) {
-        int D = 8 + 8 * (trial % 3), p = 2 + trial % 4, n = 1 + (int)(check_urand() * 150);
-        kb_kvstream s, part;
-        fill_stream(&s, n, D, trial % 3 == 0 ? KB_F32 : trial % 3 == 1 ? KB_F16 : KB_BF16);
-        kvstream_init(&part, s.dtype, D, n);
-        kb_pages pg;
-        pages_init(&pg, p, D);
-        pg.whole = 1;
-        const kb_kernels *k = trial % 2 ? &kb_kernels_cpu : &kb_kernels_ref;
-        for (int j = 0; j < n; j++) {
-            kvstream_append_range(&part, &s, j, 1);
-            pages_sync(&pg, &part, k);
-            CHECK_EQ_INT(pg.n, (j + 1) / (p * KB_PAGE_GROUP) * KB_PAGE_GROUP * p);
-            if (j % 17 == 16 && j >= 3) { /* back by 1..3 slots, then forward again */
-                int back = j + 1 - (1 + trial % 3);
-                kvstream_truncate(&part, back);
-                pages_truncate(&pg, &part, back, k);
-                CHECK_EQ_INT(pg.n, back / (p * KB_PAGE_GROUP) * KB_PAGE_GROUP * p);
-                kvstream_append_range(&part, &s, back, j + 1 - back);
-                pages_sync(&pg, &part, k);
-            }
-        }
-        int stored = n / (p * KB_PAGE_GROUP) * KB_PAGE_GROUP;
-        CHECK_EQ_INT(pages_count(&pg), stored);
-        CHECK(pg.cap >= (n + p - 1) / p);
-        CHECK_EQ_INT((long)pages_bytes(&pg), (long)(2 * ((n + p - 1) / p) * D * kb_dtype_size(s.dtype)));
-        float *kr = malloc((size_t)D * sizeof(float));
-        int ok = 1;
-        for (int P = 0; P < stored; P++)
-            for (int d = 0; d < D; d++) {
-                float mx = -INFINITY, mn = INFINITY;
-                for (int j = P * p; j < P * p + p; j++) {
-                    kvstream_get_f32(&s, j, kr, NULL);
-                    mx = kr[d] > mx ? kr[d] : mx;
-                    mn = kr[d] < mn ? kr[d] : mn;
-                }
-                ok &= kb_elem_get(pg.kmax, pg.dt, (size_t)d * pg.cap + P) == mx &&
-                      kb_elem_get(pg.kmin, pg.dt, (size_t)d * pg.cap + P) == mn;
-            }
-        CHECK_MSG(ok, "whole pages p=%d n=%d", p, n);
-        free(kr);
-        pages_free(&pg);
-        kvstream_free(&s);
-        kvstream_free(&part);
-    }
-}
-
 /* The chosen dims when many mean |q| tie (small integer queries, a NaN):
  * ties go to the lower dim, as in the reference. */
 static void test_hybrid_dims_ties(void) {
@@ -351,14 +298,6 @@ static void test_hybrid_scores(void) {
         kb_pages pg;
         pages_init(&pg, p, D);
         pages_sync(&pg, &s, &kb_kernels_cpu);
-        /* the kernels take the pages after the last complete group of
-         * KB_PAGE_GROUP from their K rows, never from the summaries
-         * (kb_pages.whole leaves them unstored): poison them */
-        for (int P = n / (p * KB_PAGE_GROUP) * KB_PAGE_GROUP; p > 1 && P < (n + p - 1) / p; P++)
-            for (int d = 0; d < D; d++) {
-                kb_elem_set(pg.kmax, pg.dt, (size_t)d * pg.cap + P, trial % 2 ? NAN : -1e4f);
-                kb_elem_set(pg.kmin, pg.dt, (size_t)d * pg.cap + P, trial % 2 ? NAN : 1e4f);
-            }
         float *q = malloc((size_t)G * D * sizeof(float));
         for (int i = 0; i < G * D; i++) q[i] = nrand();
         if (trial % 5 == 0) q[0] = 0; /* a zero component and sign ties */
@@ -375,29 +314,6 @@ static void test_hybrid_scores(void) {
             mass += (double)a[P] * (P == np - 1 ? n - P * p : p);
         }
         CHECK_CLOSE(mass, 1.0, 1e-5, 0); /* the group score is a mean of distributions over slots */
-        if (p > 1 && n % p && np > 1 && D <= 64) {
-            /* the partial page from its K rows, brute force: head 0's weights
-             * are softmax(score / tau) over slots, so the partial page's
-             * weight over page 0's is exp((s_last - s_0) / tau); each dim
-             * reads the max if the group's q sum is > 0, else the min */
-            float kr[64];
-            double sl = 0, s0 = 0, tau = kb_hybrid_temperature(q, D, da, r);
-            for (int t = 0; t < r; t++) {
-                int d = da[t];
-                double qs = 0;
-                for (int g = 0; g < G; g++) qs += q[(size_t)g * D + d];
-                double ml = qs > 0 ? -INFINITY : INFINITY, m0 = ml;
-                for (int j = 0; j < n; j++) {
-                    if (j >= p && j < n / p * p) continue;
-                    kvstream_get_f32(&s, j, kr, NULL);
-                    double *m = j < p ? &m0 : &ml;
-                    *m = qs > 0 ? fmax(*m, kr[d]) : fmin(*m, kr[d]);
-                }
-                sl += (double)q[d] * ml;
-                s0 += (double)q[d] * m0;
-            }
-            if (wb[0] > 1e-30) CHECK_CLOSE(wb[np - 1] / wb[0], exp((sl - s0) / tau), 1e-9, 1e-4);
-        }
         for (int i = 0; i < G * np; i++) CHECK_CLOSE(wb[i], wa[i], 1e-9, 2e-5);
         free(q);
         free(a);
@@ -475,7 +391,6 @@ int main(void) {
     test_topk();
     test_topk_pages();
     test_topk_keys();
-    test_pages_whole();
     test_pool();
     test_pages();
     test_hybrid_scores();
