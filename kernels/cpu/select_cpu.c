@@ -163,6 +163,7 @@ static uint32_t key_threshold(const uint32_t *key, int n, int m, int *gt) {
         }
 #endif
     }
+    (void)c_lo; /* only the vector path compresses */
     if (gt) *gt = c_hi; /* hi == lo + 1 here unless the break: count(> lo) */
     return (uint32_t)lo;
 }
