@@ -9,7 +9,9 @@ set -euo pipefail
 need=(
   "/usr/include/cjson/cJSON.h libcjson-dev"
   "/usr/include/csv.h libcsv-dev"
-  "/usr/include/x86_64-linux-gnu/cblas.h libopenblas-dev"
+  # the library, not cblas.h: reference BLAS (libblas-dev) installs a cblas.h
+  # too, without OpenBLAS's own functions, and then the link fails
+  "/usr/lib/x86_64-linux-gnu/libopenblas.so libopenblas-dev"
   "cmd:gnuplot gnuplot-nox"
   "cmd:gcc gcc"
   "cmd:make make"
