@@ -69,7 +69,7 @@ const char *const kb_latency_cols[] = {
     "method",          "label",          "params",           "budget",
     "budget_mode",     "context",        "decode_tokens",    "reps",
     "rounds",          "fill",            "threads",        "decode_ms_per_token", "attn_ms_per_token",
-    "select_ms_per_token", "weight_bytes_per_step", "kv_bytes_read_per_step",
+    "select_ms_per_token", "upkeep_ms_per_token", "weight_bytes_per_step", "kv_bytes_read_per_step",
     "bytes_read_per_step", "gbps",   "bw_fraction",      "read_bw_gbps",
     "tokens_resident", "accountant_T",   "kv_bytes_resident", "peak_rss_bytes",
     "speedup_vs_full"};
@@ -264,9 +264,11 @@ static int reset_hwm(void) {
     return fclose(f) == 0 && ok ? 0 : -1;
 }
 
-static double ms_select(kb_methodset *ms) {
+/* Cumulative selection seconds, all layers; *upkeep: their page-summary part. */
+static double ms_select(kb_methodset *ms, double *upkeep) {
     kb_cell_account a;
     methodset_account(ms, &a);
+    *upkeep = a.upkeep_seconds;
     return a.select_seconds;
 }
 
@@ -342,12 +344,12 @@ static int lat_cell(const char *spec) {
     int hwm_ok = reset_hwm() == 0;
     long mark = methodset_mark(ms);
     double *t_dec = KB_MALLOC((size_t)reps * sizeof(double)), *t_att = KB_MALLOC((size_t)reps * sizeof(double)),
-           *t_sel = KB_MALLOC((size_t)reps * sizeof(double));
+           *t_sel = KB_MALLOC((size_t)reps * sizeof(double)), *t_upk = KB_MALLOC((size_t)reps * sizeof(double));
     double kv_read = 0, res_tok = 0, res_bytes = 0;
     for (long r = -1; r < reps; r++) { /* r = -1: warm-up */
         int32_t t = tok0;
         f->t_attn = 0;
-        double s0 = ms_select(ms), t0 = kb_now();
+        double u0, u1, s0 = ms_select(ms, &u0), t0 = kb_now();
         for (long s = 0; s < N; s++) {
             forward_decode(f, t, (int)(L + s), &be);
             t = logits_argmax(f->logits, hp->n_vocab);
@@ -365,7 +367,8 @@ static int lat_cell(const char *spec) {
         if (r >= 0) {
             t_dec[r] = dt / N;
             t_att[r] = f->t_attn / N;
-            t_sel[r] = (ms_select(ms) - s0) / N;
+            t_sel[r] = (ms_select(ms, &u1) - s0) / N;
+            t_upk[r] = (u1 - u0) / N;
         }
         if (r < reps - 1) methodset_rollback(ms, mark);
     }
@@ -382,6 +385,7 @@ static int lat_cell(const char *spec) {
         cJSON_AddNumberToObject(o, "decode_s", bench_median(t_dec, (int)reps));
         cJSON_AddNumberToObject(o, "attn_s", bench_median(t_att, (int)reps));
         cJSON_AddNumberToObject(o, "select_s", bench_median(t_sel, (int)reps));
+        cJSON_AddNumberToObject(o, "upkeep_s", bench_median(t_upk, (int)reps));
         cJSON_AddNumberToObject(o, "weight_bytes", (double)m->weight_bytes);
         cJSON_AddNumberToObject(o, "kv_read_bytes", kv_read);
         cJSON_AddNumberToObject(o, "tokens_resident", res_tok);
@@ -398,6 +402,7 @@ static int lat_cell(const char *spec) {
     free(t_dec);
     free(t_att);
     free(t_sel);
+    free(t_upk);
     forward_free(f);
     methodset_free(ms);
 fail:
@@ -411,7 +416,7 @@ fail:
 
 typedef struct cell_out {
     int ok;
-    double context, decode_s, attn_s, select_s, weight_bytes, kv_read, res_tok, T, res_bytes, peak_rss;
+    double context, decode_s, attn_s, select_s, upkeep_s, weight_bytes, kv_read, res_tok, T, res_bytes, peak_rss;
     cJSON *model;
 } cell_out;
 
@@ -468,6 +473,7 @@ static int run_child(const char *spec, cell_out *co, kb_err *err) {
     NUM("decode_s", co->decode_s);
     NUM("attn_s", co->attn_s);
     NUM("select_s", co->select_s);
+    NUM("upkeep_s", co->upkeep_s);
     NUM("weight_bytes", co->weight_bytes);
     NUM("kv_read_bytes", co->kv_read);
     NUM("tokens_resident", co->res_tok);
@@ -524,7 +530,7 @@ static char *cell_spec(const kb_lat_opts *o, const kb_cell *cell, kb_fill fill, 
 
 /* Adds the cell's latency.csv row from its R rounds (out[0..R)): timing
  * columns are medians over the rounds, the others are the same in every
- * round (peak RSS: the largest); the speedup is filled in later. med: 3R
+ * round (peak RSS: the largest); the speedup is filled in later. med: 4R
  * doubles of scratch. Returns the row's values. */
 static cell_out cell_row(kb_table *t, const kb_lat_opts *o, const kb_cell *cell, const cell_out *out,
                          int R, kb_fill fill, double bw, double *med) {
@@ -533,13 +539,15 @@ static cell_out cell_row(kb_table *t, const kb_lat_opts *o, const kb_cell *cell,
         med[k] = out[k].decode_s;
         med[R + k] = out[k].attn_s;
         med[2 * R + k] = out[k].select_s;
+        med[3 * R + k] = out[k].upkeep_s;
         co.peak_rss = KB_MAX(co.peak_rss, out[k].peak_rss);
     }
     co.decode_s = bench_median(med, R);
     co.attn_s = bench_median(med + R, R);
     co.select_s = bench_median(med + 2 * R, R);
+    co.upkeep_s = bench_median(med + 3 * R, R);
     double bytes = co.weight_bytes + co.kv_read, gbps = bytes / co.decode_s / 1e9;
-    char v[25][64];
+    char v[26][64];
     snprintf(v[0], 64, "%s", cell->p.ops->name);
     snprintf(v[1], 64, "%s", cell->p.label);
     fmtd(v[3], 64, "%.0f", cell->p.budget > 0 ? cell->p.budget : -1);
@@ -553,19 +561,20 @@ static cell_out cell_row(kb_table *t, const kb_lat_opts *o, const kb_cell *cell,
     snprintf(v[11], 64, "%.4f", co.decode_s * 1e3);
     snprintf(v[12], 64, "%.4f", co.attn_s * 1e3);
     snprintf(v[13], 64, "%.4f", co.select_s * 1e3);
-    snprintf(v[14], 64, "%.0f", co.weight_bytes);
-    snprintf(v[15], 64, "%.0f", co.kv_read);
-    snprintf(v[16], 64, "%.0f", bytes);
-    snprintf(v[17], 64, "%.3f", gbps);
-    snprintf(v[18], 64, "%.4f", gbps / bw);
-    snprintf(v[19], 64, "%.3f", bw);
-    snprintf(v[20], 64, "%.2f", co.res_tok);
-    fmtd(v[21], 64, "%.0f", co.T > 0 ? co.T : -1);
-    snprintf(v[22], 64, "%.0f", co.res_bytes);
-    fmtd(v[23], 64, "%.0f", co.peak_rss);
-    v[24][0] = 0; /* speedup: once the context's full cell has run */
-    const char *vals[25];
-    for (int k = 0; k < 25; k++) vals[k] = v[k];
+    snprintf(v[14], 64, "%.4f", co.upkeep_s * 1e3);
+    snprintf(v[15], 64, "%.0f", co.weight_bytes);
+    snprintf(v[16], 64, "%.0f", co.kv_read);
+    snprintf(v[17], 64, "%.0f", bytes);
+    snprintf(v[18], 64, "%.3f", gbps);
+    snprintf(v[19], 64, "%.4f", gbps / bw);
+    snprintf(v[20], 64, "%.3f", bw);
+    snprintf(v[21], 64, "%.2f", co.res_tok);
+    fmtd(v[22], 64, "%.0f", co.T > 0 ? co.T : -1);
+    snprintf(v[23], 64, "%.0f", co.res_bytes);
+    fmtd(v[24], 64, "%.0f", co.peak_rss);
+    v[25][0] = 0; /* speedup: once the context's full cell has run */
+    const char *vals[26];
+    for (int k = 0; k < 26; k++) vals[k] = v[k];
     vals[2] = cell->params_json;
     table_add(t, vals);
     return co;
@@ -711,7 +720,7 @@ int bench_latency(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_er
      * ratio together) */
     const int R = o->rounds > 0 ? o->rounds : 1;
     cell_out *outs = KB_CALLOC((size_t)n_cells * R, sizeof *outs);
-    double *med = KB_MALLOC(3 * (size_t)R * sizeof(double)), *bws = KB_MALLOC((size_t)R * sizeof(double));
+    double *med = KB_MALLOC(4 * (size_t)R * sizeof(double)), *bws = KB_MALLOC((size_t)R * sizeof(double));
     const double bw0 = bw;
     for (int ci = 0; ci < nctx && !rc; ci++) {
         int row0 = t.nrow, full_c = -1;

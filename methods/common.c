@@ -17,19 +17,20 @@ void mc_parallel(const kb_kernels *kk, int n, void (*fn)(void *ctx, int i, int w
 }
 
 typedef struct sa_job {
-    void (*sel)(void *, int, int);
+    double (*sel)(void *, int, int);
     void (*att)(void *, int, int);
     void *ctx;
     int rows;
     atomic_int *ready; /* [rows] row i's select finished */
-    double *busy;      /* [2 * rows] seconds in each task, waits excluded */
+    double *busy;      /* [3 * rows] seconds in each task, waits excluded; then
+                          each select's upkeep seconds */
 } sa_job;
 
 static void sa_task(void *p, int t, int worker) {
     const sa_job *J = p;
     double t0 = kb_now();
     if (t < J->rows) {
-        J->sel(J->ctx, t, worker);
+        J->busy[2 * J->rows + t] = J->sel(J->ctx, t, worker);
         J->busy[t] = kb_now() - t0;
         atomic_store_explicit(&J->ready[t], 1, memory_order_release);
         return;
@@ -60,25 +61,29 @@ float *mc_scratch(int which, size_t n) {
     return buf[which];
 }
 
-double mc_select_attend(const kb_kernels *kk, int rows, void (*sel)(void *ctx, int i, int worker),
-                        void (*att)(void *ctx, int i, int worker), void *ctx) {
+double mc_select_attend(const kb_kernels *kk, int rows, double (*sel)(void *ctx, int i, int worker),
+                        void (*att)(void *ctx, int i, int worker), void *ctx, double *upkeep) {
+    if (upkeep) *upkeep = 0;
     if (rows <= 0) return 0;
     atomic_int rbuf[64];
-    double bbuf[128];
+    double bbuf[192];
     atomic_int *ready = rows <= 64 ? rbuf : KB_MALLOC((size_t)rows * sizeof *ready);
-    double *busy = rows <= 64 ? bbuf : KB_MALLOC((size_t)2 * rows * sizeof *busy);
+    double *busy = rows <= 64 ? bbuf : KB_MALLOC((size_t)3 * rows * sizeof *busy);
     for (int i = 0; i < rows; i++) atomic_init(&ready[i], 0);
     sa_job J = {sel, att, ctx, rows, ready, busy};
     double t0 = kb_now();
     mc_parallel(kk, 2 * rows, sa_task, &J);
-    double wall = kb_now() - t0, bs = 0, ba = 0;
+    double wall = kb_now() - t0, bs = 0, ba = 0, bu = 0;
     for (int i = 0; i < rows; i++) {
         bs += busy[i];
         ba += busy[rows + i];
+        bu += busy[2 * rows + i];
     }
     if (ready != rbuf) free(ready);
     if (busy != bbuf) free(busy);
-    return bs + ba > 0 ? wall * bs / (bs + ba) : 0;
+    if (bs + ba <= 0) return 0;
+    if (upkeep) *upkeep = wall * KB_MIN(bu, bs) / (bs + ba);
+    return wall * bs / (bs + ba);
 }
 
 void mc_init(kb_mcommon *c, const char *who, const kb_method_params *p, const kb_method_ctx *ctx) {

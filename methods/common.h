@@ -90,9 +90,12 @@ float *mc_scratch(int which, size_t n);
  * waiting behind a barrier for every select: with 3 KV heads on 2 cores a
  * barrier leaves one core idle for a task time in each phase. Returns the
  * selection's part of the job's wall time: wall x (select busy) / (select +
- * attend busy), the busy times excluding the waits. */
-double mc_select_attend(const kb_kernels *kk, int rows, void (*sel)(void *ctx, int i, int worker),
-                        void (*att)(void *ctx, int i, int worker), void *ctx);
+ * attend busy), the busy times excluding the waits. sel returns the seconds
+ * of its task spent keeping page summaries up to date (0 if none); their
+ * share of the wall time, by the same split, goes to *upkeep (NULL: not
+ * wanted); it is part of the returned time. */
+double mc_select_attend(const kb_kernels *kk, int rows, double (*sel)(void *ctx, int i, int worker),
+                        void (*att)(void *ctx, int i, int worker), void *ctx, double *upkeep);
 
 /* Bytes of one K+V row. */
 static inline double mc_row_bytes(const kb_mcommon *c) {

@@ -80,7 +80,7 @@ typedef struct etk_job {
     int n, kq;
 } etk_job;
 
-static void etk_select_row(void *p, int i, int worker) {
+static double etk_select_row(void *p, int i, int worker) {
     (void)worker;
     etk_job *J = p;
     etk_state *st = J->st;
@@ -88,7 +88,7 @@ static void etk_select_row(void *p, int i, int worker) {
     int32_t *idx = st->idx + (size_t)i * st->c.p.budget;
     if (st->c.p.gqa == KB_GQA_PER_HEAD) {
         st->cnt[i] = J->kk->topk(st->sc + (size_t)i * st->cap, n, J->kq, idx); /* row i = head i */
-        return;
+        return 0;
     }
     float *agg = st->agg + (size_t)i * st->cap;
     for (int j = 0; j < n; j++) agg[j] = 0;
@@ -100,6 +100,7 @@ static void etk_select_row(void *p, int i, int worker) {
     if (st->c.p.gqa == KB_GQA_GROUP_MEAN)
         for (int j = 0; j < n; j++) agg[j] /= (float)G;
     st->cnt[i] = J->kk->topk(agg, n, J->kq, idx);
+    return 0; /* no page summaries */
 }
 
 static void etk_attend_row(void *p, int i, int worker) {
@@ -138,7 +139,7 @@ static void etk_decode(void *state, const float *q, const float *k, const float 
             for (int j = 0; j < n; j++) sc[(size_t)h * st->cap + j] *= c->scale;
     }
     double scores = kb_now() - t0;
-    c->acc.select_seconds += scores + mc_select_attend(kk, st->rows, etk_select_row, etk_attend_row, &J);
+    c->acc.select_seconds += scores + mc_select_attend(kk, st->rows, etk_select_row, etk_attend_row, &J, NULL);
     mc_sel_begin(c, st->rows, c->p.budget);
     double distinct = 0;
     for (int i = 0; i < st->rows; i++)

@@ -129,14 +129,19 @@ static void hy_row(const hy_job *J, int i, int *g, int *h0, int *nh) {
     *nh = h->per_head ? 1 : h->G;
 }
 
-static void hy_select(void *p, int i, int worker) {
+static double hy_select(void *p, int i, int worker) {
     (void)worker;
     const hy_job *J = p;
     kb_hybrid *h = J->h;
     int g, h0, nh;
     hy_row(J, i, &g, &h0, &nh);
     const kb_kvstream *sg = &J->s[g];
-    if (!h->per_head) hybrid_sync_group(h, g, sg, J->kk); /* row i owns group g */
+    double upkeep = 0;
+    if (!h->per_head) { /* row i owns group g */
+        double t0 = kb_now();
+        hybrid_sync_group(h, g, sg, J->kk);
+        upkeep = kb_now() - t0;
+    }
     int n = sg->n, np = (n + h->p - 1) / h->p;
     const void *kmax = h->pg ? h->pg[g].kmax : NULL, *kmin = h->pg ? h->pg[g].kmin : NULL;
     int ldk = h->pg ? h->pg[g].cap : 0;
@@ -147,6 +152,7 @@ static void hy_select(void *p, int i, int worker) {
     if (h->group_sum && nh > 1)
         for (int P = 0; P < np; P++) ps[P] *= (float)nh;
     h->cnt[i] = hybrid_select(h, J->kk, ps, n, KB_MIN(h->k, n), h->idx + (size_t)i * KB_MAX(1, h->k));
+    return upkeep;
 }
 
 static void hy_attend(void *p, int i, int worker) {
@@ -187,7 +193,9 @@ void hybrid_attend(kb_hybrid *h, const kb_kernels *kk, kb_mcommon *c, const floa
     double t0 = kb_now();
     if (h->per_head) hybrid_sync(h, s, kk); /* the G rows of a group share its summaries */
     double sync = kb_now() - t0;
-    c->acc.select_seconds += sync + mc_select_attend(kk, rows, hy_select, hy_attend, &J);
+    double upkeep = 0;
+    c->acc.select_seconds += sync + mc_select_attend(kk, rows, hy_select, hy_attend, &J, &upkeep);
+    c->acc.upkeep_seconds += sync + upkeep;
 
     mc_sel_begin(c, rows, h->k);
     double read_rows = 0, approx_tokeq = 0, approx_bytes = 0, attended = 0;

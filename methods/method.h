@@ -121,6 +121,9 @@ typedef struct kb_account {
                                (page summary upkeep, approximate or exact scores) and
                                top-k; not the attention over the chosen slots, not the
                                accounting. 0 for methods that attend everything. */
+    double upkeep_seconds;  /* CUMULATIVE: the part of select_seconds spent keeping page
+                               summaries up to date (QUEST, hybrid, RocketKV: the new
+                               key's page min/max); 0 for methods without them */
 } kb_account;
 
 typedef struct kb_method_ops {

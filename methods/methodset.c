@@ -239,6 +239,7 @@ void methodset_account(kb_methodset *m, kb_cell_account *a) {
         a->read_bytes += x.read_bytes;
         a->attended += x.attended / m->n_layers;
         a->select_seconds += x.select_seconds;
+        a->upkeep_seconds += x.upkeep_seconds;
     }
 }
 

@@ -22,6 +22,7 @@ typedef struct kb_cell_account {
     double read_bytes;      /* all layers, last step */
     double attended;        /* per query head, mean over layers */
     double select_seconds;  /* all layers, cumulative since the build (kb_account) */
+    double upkeep_seconds;  /* all layers, cumulative: the page-summary part of select_seconds */
 } kb_cell_account;
 
 /* A method context for a model's shape: L_prompt and N_new set S =

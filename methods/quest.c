@@ -108,7 +108,7 @@ typedef struct quest_job {
     int np, n;
 } quest_job;
 
-static void quest_select_row(void *p, int i, int worker) {
+static double quest_select_row(void *p, int i, int worker) {
     (void)worker;
     quest_job *J = p;
     quest_state *st = J->st;
@@ -128,6 +128,7 @@ static void quest_select_row(void *p, int i, int worker) {
             for (int t = 0; t < np; t++) ps[t] /= (float)G;
     }
     st->cnt[i] = quest_pick(st, J->kk, i, ps, np, J->n);
+    return 0; /* the summaries were brought up to date before the job */
 }
 
 static void quest_attend_row(void *p, int i, int worker) {
@@ -156,7 +157,8 @@ static void quest_decode(void *state, const float *q, const float *k, const floa
     double t0 = kb_now();
     for (int g = 0; g < Hkv; g++) pages_sync(&st->pg[g], &st->s[g], kk);
     double sync = kb_now() - t0;
-    c->acc.select_seconds += sync + mc_select_attend(kk, st->rows, quest_select_row, quest_attend_row, &J);
+    c->acc.select_seconds += sync + mc_select_attend(kk, st->rows, quest_select_row, quest_attend_row, &J, NULL);
+    c->acc.upkeep_seconds += sync;
     mc_sel_begin(c, st->rows, c->bud.n_pages * P);
     double distinct = 0, attended = 0;
     for (int i = 0; i < st->rows; i++) {

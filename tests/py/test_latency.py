@@ -53,6 +53,13 @@ def test_bench_methods_table(kvbench_bin, tmp_path):
         for k in ("decode_ms_per_token", "attn_ms_per_token", "gbps", "read_bw_gbps"):
             assert float(r[k]) > 0, k
         assert float(r["select_ms_per_token"]) >= 0
+        # the page-summary upkeep is part of the selection; only methods with
+        # page summaries have any
+        assert 0 <= float(r["upkeep_ms_per_token"]) <= float(r["select_ms_per_token"])
+        if r["label"] == "full":
+            assert float(r["upkeep_ms_per_token"]) == 0
+        else:  # rocketkv, quest: the new key's page min/max every step
+            assert float(r["upkeep_ms_per_token"]) > 0
         assert int(r["peak_rss_bytes"]) > int(r["kv_bytes_resident"]) > 0
         assert float(r["bytes_read_per_step"]) == pytest.approx(
             float(r["weight_bytes_per_step"]) + float(r["kv_bytes_read_per_step"]))

@@ -29,7 +29,7 @@ static void count_chunk(void *ctx, int c, int worker) {
 }
 
 typedef struct sa_ctx {
-    int rows;
+    int rows, mode;
     double delay[64];     /* seconds each select spins before writing */
     volatile int val[64]; /* written by select i */
     int seen[64];         /* what attend i read */
@@ -42,12 +42,19 @@ static void spin_for(double s) {
     }
 }
 
-static void sel_row(void *p, int i, int worker) {
+/* Reports as page-summary upkeep: nothing (mode 0), more than its whole
+ * task (1: the split clamps it to the select's share), the first half of
+ * its spin (2). */
+static double sel_row(void *p, int i, int worker) {
     (void)worker;
     sa_ctx *c = p;
     atomic_fetch_add(&c->sel_runs[i], 1);
-    spin_for(c->delay[i]);
+    double t0 = kb_now();
+    spin_for(c->delay[i] / 2);
+    double up = kb_now() - t0;
+    spin_for(c->delay[i] / 2);
     c->val[i] = 7 * i + 1;
+    return c->mode == 0 ? 0 : c->mode == 1 ? 1e3 : up;
 }
 
 static void att_row(void *p, int i, int worker) {
@@ -96,7 +103,9 @@ int main(void) {
             atomic_store(&c.att_runs[i], 0);
         }
         double t0 = kb_now();
-        double share = mc_select_attend(&kb_kernels_cpu, c.rows, sel_row, att_row, &c);
+        double upkeep = -1;
+        c.mode = trial % 3;
+        double share = mc_select_attend(&kb_kernels_cpu, c.rows, sel_row, att_row, &c, &upkeep);
         double wall = kb_now() - t0;
         int ok = 1;
         for (int i = 0; i < c.rows; i++)
@@ -104,6 +113,15 @@ int main(void) {
         CHECK_MSG(ok, "mc_select_attend rows=%d trial=%d: an attend ran before its select or a task ran "
                       "other than once", c.rows, trial);
         CHECK_MSG(share >= 0 && share <= wall, "select share %g s of a %g s job", share, wall);
+        /* upkeep: the part of the select share the selects reported (the
+         * same split of the wall time; timings themselves are not checked:
+         * 4 threads on this machine's cores are preempted mid-spin) */
+        if (c.mode == 0) CHECK_MSG(upkeep == 0, "no upkeep reported, %g s split", upkeep);
+        if (c.mode == 1)
+            CHECK_MSG(upkeep == share, "upkeep %g s, more than every select reported: the select share %g s expected",
+                      upkeep, share);
+        if (c.mode == 2)
+            CHECK_MSG(upkeep > 0 && upkeep <= share, "upkeep %g s of a select share %g s", upkeep, share);
     }
     return check_summary("test_pool");
 }
