@@ -192,7 +192,28 @@ static int key_take(const uint32_t *key, const int32_t *ids, int n, int m, uint3
         int b = 0;
         uint32_t bk = UINT32_MAX;
         if (!ids) {
-            for (int s = 0; s < m; s++)
+            int s = 0;
+#if defined(__AVX512F__)
+            if (m <= 256) { /* the keys of out gathered, their min, then its last position */
+                uint32_t g[256];
+                __m512i vmin = _mm512_set1_epi32(-1);
+                for (; s < m; s += 16) {
+                    __mmask16 v = m - s >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (m - s)) - 1);
+                    __m512i kv = _mm512_mask_i32gather_epi32(_mm512_set1_epi32(-1), v, _mm512_maskz_loadu_epi32(v, out + s),
+                                                             (const int *)key, 4);
+                    _mm512_storeu_si512(g + s, kv);
+                    vmin = _mm512_min_epu32(vmin, kv);
+                }
+                __m512i vb = _mm512_set1_epi32((int)_mm512_reduce_min_epu32(vmin));
+                for (s = (m - 1) / 16 * 16; s >= 0; s -= 16) {
+                    unsigned e = _mm512_cmpeq_epi32_mask(_mm512_loadu_si512(g + s), vb);
+                    if (s + 16 > m) e &= (1u << (m - s)) - 1;
+                    if (e) return s + 31 - __builtin_clz(e);
+                }
+                s = 0; /* not reached: the min is one of them */
+            }
+#endif
+            for (; s < m; s++)
                 if (key[out[s]] <= bk) {
                     bk = key[out[s]];
                     b = s;
@@ -322,8 +343,19 @@ int kb_cpu_topk_pages(const float *ps, int n, int p, int k, int32_t *idx) {
     for (int i = 0; i < m; i++)
         if (sel[i] != b) others += sel[i] == np - 1 ? last_cnt : p;
     int need = (int)(k - others);
-    int c = 0;
-    for (int i = 0; i < m; i++) {
+    int c = 0, i = 0;
+#if defined(__AVX512F__)
+    if (p <= 16) { /* a page's slots P * p + [0, cnt) in one masked store */
+        const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        for (; i < m; i++) {
+            int P = sel[i];
+            int cnt = P == b ? need : P == np - 1 ? last_cnt : p;
+            _mm512_mask_storeu_epi32(idx + c, (__mmask16)((1u << cnt) - 1), _mm512_add_epi32(iota, _mm512_set1_epi32(P * p)));
+            c += cnt;
+        }
+    }
+#endif
+    for (; i < m; i++) {
         int P = sel[i];
         int cnt = P == np - 1 ? last_cnt : p;
         if (P == b) cnt = need;
@@ -731,8 +763,11 @@ static void topk_small_double(const double *x, int D, int r, int32_t *out) {
  * Rows hold ld >= P0 + 32 zero-filled elements: whole loads. */
 static inline __attribute__((always_inline)) void hyb_pages_g(const char *const *rowp, const float *qv, int r,
                                                               kb_dtype dt, int np, float *sc, size_t lds,
-                                                              const int G) {
+                                                              float *mx, const int G) {
     const size_t esz = kb_dtype_size(dt);
+    __m512 vmx[8];
+#pragma GCC unroll 8
+    for (int g = 0; g < G; g++) vmx[g] = _mm512_set1_ps(-INFINITY);
     /* the rows are short streams (np elements each): start all of them */
     for (int t = 0; t < r; t++)
         for (size_t o = 0; o < 256 && o < (size_t)np * esz; o += 64) _mm_prefetch(rowp[t] + o, _MM_HINT_T0);
@@ -762,14 +797,20 @@ static inline __attribute__((always_inline)) void hyb_pages_g(const char *const 
         for (int g = 0; g < G; g++) {
             _mm512_mask_storeu_ps(sc + (size_t)g * lds + P0, m0, acc[g][0]);
             _mm512_mask_storeu_ps(sc + (size_t)g * lds + P0 + 16, m1, acc[g][1]);
+            /* the running max of the real pages: max_ps(a, m) = a > m ? a : m
+             * (a NaN score is never taken), lanes past np keep m */
+            vmx[g] = _mm512_mask_max_ps(vmx[g], m0, acc[g][0], vmx[g]);
+            vmx[g] = _mm512_mask_max_ps(vmx[g], m1, acc[g][1], vmx[g]);
         }
     }
+#pragma GCC unroll 8
+    for (int g = 0; g < G; g++) mx[g] = _mm512_reduce_max_ps(vmx[g]);
 }
 
-/* G <= 8 */
+/* G <= 8; mx[g] := the max of head g's np scores (NaN skipped; -inf if none) */
 static void hyb_pages512(const float *q, int G, int D, const int32_t *dims, int r, const char *pos,
                          const void *kmax, const void *kmin, kb_dtype dt, int ld, int np, float *sc,
-                         size_t lds) {
+                         size_t lds, float *mx) {
     const size_t esz = kb_dtype_size(dt);
     const char *rowbuf[256], **rowp = r <= 256 ? rowbuf : KB_MALLOC((size_t)r * sizeof *rowp);
     float qbuf[8 * 256], *qv = r <= 256 ? qbuf : KB_MALLOC((size_t)r * G * sizeof *qv);
@@ -779,14 +820,14 @@ static void hyb_pages512(const float *q, int G, int D, const int32_t *dims, int 
         for (int g = 0; g < G; g++) qv[(size_t)t * G + g] = q[(size_t)g * D + d];
     }
     switch (G) {
-    case 1: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, 1); break;
-    case 2: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, 2); break;
-    case 3: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, 3); break;
-    case 4: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, 4); break;
-    case 5: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, 5); break;
-    case 6: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, 6); break;
-    case 7: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, 7); break;
-    default: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, 8); break;
+    case 1: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, mx, 1); break;
+    case 2: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, mx, 2); break;
+    case 3: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, mx, 3); break;
+    case 4: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, mx, 4); break;
+    case 5: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, mx, 5); break;
+    case 6: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, mx, 6); break;
+    case 7: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, mx, 7); break;
+    default: hyb_pages_g(rowp, qv, r, dt, np, sc, lds, mx, 8); break;
     }
     if (rowp != rowbuf) free(rowp);
     if (qv != qbuf) free(qv);
@@ -906,9 +947,16 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
         pos[d] = sum > 0;
     }
     topk_small_double(absum, D, r, dims);
+    /* the temperatures need only q and the dims: computed before the page
+     * scores, their dependency chains overlap the summaries' loads */
+    float taus[8];
+    if (G <= 8) hybrid_taus(q, G, D, dims, r, taus);
 #if defined(__AVX512F__)
+    float rawmx[8];
+    int have_mx = 0; /* rawmx[g]: the max of head g's raw scores, from the page pass */
     if (p > 1 && G <= 8 && ldk % 32 == 0) {
-        hyb_pages512(q, G, D, dims, r, pos, kmax, kmin, s->dtype, ldk, np, sc, ld);
+        hyb_pages512(q, G, D, dims, r, pos, kmax, kmin, s->dtype, ldk, np, sc, ld, rawmx);
+        have_mx = 1;
     } else if (p == 1 && D % 16 == 0 && G <= 64) {
         hyb_slots512(q, G, D, dims, r, s, n, sc, ld);
     } else
@@ -936,8 +984,7 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
     }
     /* softmax over slots, computed per page: page P holds cnt_P equal slots */
     int last_cnt = n - (np - 1) * p;
-    float taus[8], invb[64], *inv = G <= 64 ? invb : KB_MALLOC((size_t)G * sizeof(float));
-    if (G <= 8) hybrid_taus(q, G, D, dims, r, taus);
+    float invb[64], *inv = G <= 64 ? invb : KB_MALLOC((size_t)G * sizeof(float));
     for (int g = 0; g < G; g++) {
         float tau = G <= 8 ? taus[g] : kb_hybrid_temperature(q + (size_t)g * D, D, dims, r);
         float *x = sc + (size_t)g * ld, mx = -INFINITY;
@@ -949,7 +996,10 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
          * taken over the raw scores and the division joins the exp pass.
          * Otherwise x is divided in place first. Same values either way. */
         int fused = tau > 0 && tau < INFINITY;
-        {
+        if (fused && have_mx) { /* the page pass kept the max: the same value */
+            mx = rawmx[g];
+            P = np;
+        } else {
             /* max_ps(v, m) = v > m ? v : m: NaN never taken, as below. Four
              * running maxima (a shorter dependency chain) may settle on
              * another zero's sign than one would; x - mx, and so exp(x - mx),

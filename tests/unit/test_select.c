@@ -124,7 +124,8 @@ static void test_topk_pages(void) {
     int32_t a[4000], b[4000];
     float ps[1000];
     for (int trial = 0; trial < 400; trial++) {
-        int p = 1 + (int)(check_urand() * 6);
+        /* p > 16 takes the scalar slot loop of kb_cpu_topk_pages */
+        int p = trial % 10 == 9 ? 17 + (int)(check_urand() * 4) : 1 + (int)(check_urand() * 6);
         int n = 1 + (int)(check_urand() * 400);
         int np = (n + p - 1) / p;
         for (int P = 0; P < np; P++) ps[P] = (float)(int)(check_urand() * (trial % 2 ? 4 : 1000));
@@ -325,6 +326,48 @@ static void test_hybrid_scores(void) {
     }
 }
 
+/* Every score far below zero, and a last block of pages partly past np
+ * (whose lanes hold 0): the softmax's max must be the real pages' (-hundreds
+ * here), or exp(score / tau - max) underflows to 0 for every page and the
+ * weights are no distribution (a max over the padding lanes gives 0). */
+static void test_hybrid_scores_negative(void) {
+    for (int trial = 0; trial < 12; trial++) {
+        int D = 64, G = 1 + trial % 4, p = 2 + trial % 3, n = 40 + 37 * trial, r = 8 + 4 * (trial % 5);
+        kb_kvstream s;
+        kvstream_init(&s, trial % 2 ? KB_F16 : KB_F32, D, n);
+        float k[64], v[64];
+        for (int j = 0; j < n; j++) {
+            for (int d = 0; d < D; d++) {
+                k[d] = 8.0f + 0.5f * (float)nrand();
+                v[d] = (float)nrand();
+            }
+            kvstream_append_f32(&s, k, v, j);
+        }
+        kb_pages pg;
+        pages_init(&pg, p, D);
+        pages_sync(&pg, &s, &kb_kernels_cpu);
+        float q[4 * 64];
+        for (int i = 0; i < G * D; i++) q[i] = -4.0f - (float)fabs(nrand());
+        int np = (n + p - 1) / p;
+        float a[1000], b[1000], wa[4 * 1000], wb[4 * 1000];
+        int32_t da[64], db[64];
+        kb_ref_hybrid_scores(q, G, D, r, pg.kmax, pg.kmin, pg.cap, &s, n, p, a, wa, da);
+        kb_cpu_hybrid_scores(q, G, D, r, pg.kmax, pg.kmin, pg.cap, &s, n, p, b, wb, db);
+        /* scores of about -700 summed in f32 are off by ~1e-4 (a few ulps
+         * of 700 per dim), which moves each weight by ~1e-4 relative after
+         * the division by tau and the normalisation: 5e-4. The fault this
+         * test is for gives NaN or 0 weights. */
+        double mass = 0;
+        for (int P = 0; P < np; P++) {
+            CHECK_CLOSE(b[P], a[P], 1e-9, 5e-4);
+            mass += (double)b[P] * (P == np - 1 ? n - P * p : p);
+        }
+        CHECK_CLOSE(mass, 1.0, 1e-5, 0);
+        pages_free(&pg);
+        kvstream_free(&s);
+    }
+}
+
 static void test_snapkv_scores_and_gather(void) {
     /* 30 small trials, then 4 long ones: several chunks of keys and of output
      * for the pool (kb_cpu_snapkv_scores splits both), more than one pass of
@@ -394,6 +437,7 @@ int main(void) {
     test_pool();
     test_pages();
     test_hybrid_scores();
+    test_hybrid_scores_negative();
     test_hybrid_dims_ties();
     test_snapkv_scores_and_gather();
     CHECK(kernels_get() != NULL);
