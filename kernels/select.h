@@ -15,8 +15,8 @@
  * index order (chronological for slot indices), so outputs are canonical.
  *
  * Shapes: q rows are f32 [G][D] (the G query heads of one KV group); K/V are
- * read from a kb_kvstream (f32/f16/bf16); page summaries are f32
- * [npages][D] with npages = ceil(n / p). */
+ * read from a kb_kvstream (f32/f16/bf16); page summaries (kb_pages below) are
+ * dim-major rows in the stream's dtype over npages = ceil(n / p). */
 #ifndef KB_SELECT_H
 #define KB_SELECT_H
 
