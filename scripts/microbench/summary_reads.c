@@ -24,7 +24,7 @@
  * caches between rounds. Reports medians of TSC cycles per head.
  *
  *   cc -O2 -march=native -o build/summary_reads scripts/microbench/summary_reads.c
- *   build/summary_reads            (needs AVX-512F and F16C; ~20 s)
+ *   build/summary_reads            (needs AVX-512F and F16C; a few seconds, ~0.6 GB of memory)
  */
 #define _GNU_SOURCE
 #include <immintrin.h>
