@@ -69,6 +69,13 @@ static int cmp_u64(const void *a, const void *b) {
 
 static inline __m512 row_chunk(const char *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
 
+/* reads n bytes from b (a multiple of 64), e.g. to evict the caches; returns a sum */
+static float read_all(const char *b, size_t n) {
+    __m512i a = _mm512_setzero_si512();
+    for (size_t i = 0; i < n; i += 64) a = _mm512_add_epi64(a, _mm512_load_si512(b + i));
+    return (float)_mm512_reduce_add_epi64(a);
+}
+
 /* one head's read; returns a sum so that nothing is optimised away */
 static float read_head(int mode, const char *head, const char *const *rowp) {
     __m512 acc = _mm512_setzero_ps();
@@ -112,9 +119,7 @@ int main(void) {
     srand(1);
     for (int round = 0; round <= ROUNDS; round++) /* round 0 warms up */
         for (int mode = 0; mode < 4; mode++) {
-            __m512i a = _mm512_setzero_si512();
-            for (size_t i = 0; i < evn; i += 64) a = _mm512_add_epi64(a, _mm512_load_si512(ev + i));
-            sink += (float)_mm512_reduce_add_epi64(a);
+            sink += read_all(ev, evn);
             for (int k = 0; k < nh; k++) {
                 const char *head = arena + (size_t)((k * 167) % nh) * HEAD_BYTES;
                 int dims[D], chosen[D] = {0};
@@ -147,10 +152,8 @@ int main(void) {
     double best = 0;
     for (int rep = 0; rep < 5; rep++) {
         double t = now_s();
-        __m512i a = _mm512_setzero_si512();
-        for (size_t i = 0; i < evn; i += 64) a = _mm512_add_epi64(a, _mm512_load_si512(ev + i));
+        sink += read_all(ev, evn);
         t = now_s() - t;
-        sink += (float)_mm512_reduce_add_epi64(a);
         if (evn / t / 1e9 > best) best = evn / t / 1e9;
     }
     printf("one core's sequential read of 512 MiB: %.1f GB/s (best of 5)%s\n", best, sink == 1.5f ? " " : "");
