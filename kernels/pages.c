@@ -12,8 +12,8 @@ void pages_init(kb_pages *pg, int p, int D) {
 }
 
 void pages_free(kb_pages *pg) {
+    if (pg->kmin != pg->kmax) free(pg->kmin);
     free(pg->kmax);
-    free(pg->kmin);
     pg->kmax = pg->kmin = NULL;
     pg->n = pg->cap = 0;
 }
@@ -36,7 +36,7 @@ static void pages_reserve(kb_pages *pg, int npages) {
     int have = pages_count(pg);
     size_t esz = kb_dtype_size(pg->dt);
     pg->kmax = relayout(pg->kmax, esz, pg->D, pg->cap, have, nc);
-    pg->kmin = relayout(pg->kmin, esz, pg->D, pg->cap, have, nc);
+    pg->kmin = pg->p == 1 ? pg->kmax : relayout(pg->kmin, esz, pg->D, pg->cap, have, nc);
     pg->cap = nc;
 }
 

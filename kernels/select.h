@@ -77,7 +77,8 @@ float kb_hybrid_temperature(const float *q, int D, const int32_t *dims, int r);
  * Pages of p consecutive slots aligned at slot 0; the last page may be
  * partial and then summarizes only its real slots. Kept up to date
  * incrementally as slots are appended; a rollback recomputes only the last
- * (partial) page from the stream. */
+ * (partial) page from the stream. With p == 1 a page's min and max are its
+ * key: the summaries are one dim-major copy of K, held once (kmin == kmax). */
 typedef struct kb_pages {
     int p;       /* page size in slots (>= 1) */
     int D;       /* head dim */
@@ -85,7 +86,7 @@ typedef struct kb_pages {
     int cap;     /* pages allocated (a multiple of 32) */
     kb_dtype dt; /* element type: the stream's (set at the first sync) */
     void *kmax;  /* [D][cap] per-dim max of K over the page's slots (dim-major) */
-    void *kmin;  /* [D][cap] per-dim min */
+    void *kmin;  /* [D][cap] per-dim min (== kmax when p == 1) */
 } kb_pages;
 
 void pages_init(kb_pages *pg, int p, int D);
@@ -98,9 +99,9 @@ void pages_sync(kb_pages *pg, const kb_kvstream *s, const kb_kernels *kk);
 void pages_truncate(kb_pages *pg, const kb_kvstream *s, int n, const kb_kernels *kk);
 /* Forget everything (the stream was rebuilt); the next sync rebuilds. */
 static inline void pages_reset(kb_pages *pg) { pg->n = 0; }
-/* Bytes of the summaries in use. */
+/* Bytes of the summaries in use (one copy when p == 1). */
 static inline size_t pages_bytes(const kb_pages *pg) {
-    return 2 * (size_t)pages_count(pg) * (size_t)pg->D * kb_dtype_size(pg->dt);
+    return (pg->p == 1 ? 1 : 2) * (size_t)pages_count(pg) * (size_t)pg->D * kb_dtype_size(pg->dt);
 }
 
 #endif

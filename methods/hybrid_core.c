@@ -17,10 +17,10 @@ void hybrid_init(kb_hybrid *h, int Hq, int Hkv, int D, int p, int r, int k, int 
     h->group_sum = group_sum;
     h->local_window = local_window;
     h->reallocate_mean_v = reallocate_mean_v;
-    if (h->p > 1) {
-        h->pg = KB_CALLOC((size_t)Hkv, sizeof *h->pg);
-        for (int g = 0; g < Hkv; g++) pages_init(&h->pg[g], h->p, D);
-    }
+    /* p == 1 (SparQ): the "summaries" are a dim-major copy of K, so the
+     * scores read r contiguous rows instead of touching every key's row */
+    h->pg = KB_CALLOC((size_t)Hkv, sizeof *h->pg);
+    for (int g = 0; g < Hkv; g++) pages_init(&h->pg[g], h->p, D);
     if (reallocate_mean_v) {
         h->vsum = KB_CALLOC((size_t)Hkv * D, sizeof(double));
         h->vsum_n = KB_CALLOC((size_t)Hkv, sizeof(int));

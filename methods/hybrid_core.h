@@ -18,7 +18,7 @@ typedef struct kb_hybrid {
     int group_sum;         /* 1: group score = sum over heads (gpt-fast), else mean */
     int local_window;      /* always attend the last N slots (SparQ original; 0 = off) */
     int reallocate_mean_v; /* SparQ original: out = a*attn + (1-a)*mean(V) */
-    kb_pages *pg;          /* [Hkv] when p > 1 */
+    kb_pages *pg;          /* [Hkv] page min/max; with p == 1 a dim-major copy of K */
     double *vsum;          /* [Hkv][D] sum of V over each stream (reallocate_mean_v) */
     int *vsum_n;           /* [Hkv] slots summed */
     int rows;              /* selection rows: Hq (per_head) or Hkv */

@@ -599,7 +599,7 @@ void kb_cpu_page_minmax(const kb_kvstream *s, int from, int to, int p, void *kma
             }
         }
         store_dim_major(t, mx, cont ? mxo : NULL, D, kmax, (size_t)ld, (size_t)P);
-        store_dim_major(t, mn, cont ? mno : NULL, D, kmin, (size_t)ld, (size_t)P);
+        if (kmin != kmax) store_dim_major(t, mn, cont ? mno : NULL, D, kmin, (size_t)ld, (size_t)P);
     }
     if (buf != sbuf) free(buf);
 }
@@ -753,7 +753,8 @@ static void topk_small_double(const double *x, int D, int r, int32_t *out) {
 /* ---- hybrid approximate scores ---- */
 
 #if defined(__AVX512F__)
-/* Page scores for p > 1 from dim-major summaries: for each chosen dim d
+/* Page scores from dim-major summaries (with p == 1, K itself, one page per
+ * slot): for each chosen dim d
  * (ascending), the row of Kmax (group sign +) or Kmin (sign -) is read
  * contiguously, 32 pages per step, and q_g,d times it is added to each
  * head's lane-wise accumulator: only the r rows the definition needs are
@@ -833,8 +834,8 @@ static void hyb_pages512(const float *q, int G, int D, const int32_t *dims, int 
     if (qv != qbuf) free(qv);
 }
 
-/* Slot scores for p == 1 (SparQ): only the r chosen dims of each key are
- * read, 16 slots at a time by a gather of the 32-bit word holding the dim
+/* Slot scores for p == 1 without K's dim-major copy (kmax NULL): only the r
+ * chosen dims of each key are read (one line of each row), 16 slots at a time by a gather of the 32-bit word holding the dim
  * (always inside the row); each head's scores accumulate lane-wise in the
  * dims' ascending order, so equal keys give equal scores. */
 static void hyb_slots512(const float *q, int G, int D, const int32_t *dims, int r,
@@ -954,7 +955,7 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
 #if defined(__AVX512F__)
     float rawmx[8];
     int have_mx = 0; /* rawmx[g]: the max of head g's raw scores, from the page pass */
-    if (p > 1 && G <= 8 && ldk % 32 == 0) {
+    if (kmax && kmin && G <= 8 && ldk % 32 == 0) { /* p == 1 too: K dim-major */
         hyb_pages512(q, G, D, dims, r, pos, kmax, kmin, s->dtype, ldk, np, sc, ld, rawmx);
         have_mx = 1;
     } else if (p == 1 && D % 16 == 0 && G <= 64) {

@@ -84,6 +84,23 @@ def test_bench_methods_table(kvbench_bin, tmp_path):
     assert run["read_bandwidth_gbps"] > 0 and run["contexts"] == [600, 300]
 
 
+def test_bench_methods_sparq_resident(kvbench_bin, tmp_path):
+    """SparQ (hybrid with p = 1) keeps every token's K and V plus one dim-major
+    copy of K (its scores read the r chosen dims as rows there): resident bytes
+    = 1.5 x the K/V rows, from the cache geometry (docs/METHODS.md §4)."""
+    out = tmp_path / "sp"
+    L, N = 300, 2
+    p = bench(kvbench_bin, "-m", "synthetic:smollm2-135m", "--contexts", L, "--budgets", 64,
+              "--methods", "sparq", "--decode-tokens", N, "--reps", 1, "--out", out)
+    assert p.returncode == 0, p.stderr
+    rows = [r for r in read(out / "latency.csv") if r["label"] == "sparq"]
+    assert len(rows) == 1
+    r = rows[0]
+    k_bytes = SMOL["layers"] * SMOL["hkv"] * SMOL["d"] * 2  # one token's K, f16, all layers
+    assert float(r["tokens_resident"]) == L + N
+    assert int(r["kv_bytes_resident"]) == (L + N) * 3 * k_bytes  # K, V, K again
+
+
 def test_bench_methods_rounds(kvbench_bin, tmp_path):
     """--rounds 3: one row per cell as with one round; its decode time is the
     median of the three times the rounds printed, its speedup the median of the

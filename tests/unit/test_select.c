@@ -221,6 +221,8 @@ static void test_pages(void) {
         }
         pages_sync(&full, &s, kk[1 - trial % 2]);
         CHECK_EQ_INT(pages_count(&inc), (n + p - 1) / p);
+        if (p == 1) /* a page's min and max are its key: K is held once, dim-major */
+            CHECK(inc.kmin == inc.kmax && full.kmin == full.kmax);
         int ok = 1;
         float *kr = malloc((size_t)D * sizeof(float));
         for (int P = 0; P < pages_count(&inc); P++)
