@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "harness/machine.h"
 #include "kernels/kernels.h"
 
 #define TURN_WINDOW_MIN 128 /* window queries kept for a later turn's extend */
@@ -68,6 +69,28 @@ int methodset_build(const kb_method_params *p, const kb_method_ctx *ctx, const k
     return methodset_build_layers(p, ctx, pf, NULL, out, err);
 }
 
+/* After layer l's state is built: the layers still to build need about as
+ * much memory each as this one holds (its K/V and method state, measured by
+ * its accountant; a method's state differs from Full KV's cache by method:
+ * SparQ holds K twice, RocketKV a fraction). Fails before the machine runs
+ * out of memory instead of being killed part way. */
+static int check_rest(const kb_methodset *m, int l, const char *label, kb_err *err) {
+    int rest = m->n_layers - l - 1;
+    if (rest <= 0) return 0;
+    size_t avail = machine_mem_available();
+    if (!avail) return 0; /* unknown: do not guess */
+    kb_account a;
+    memset(&a, 0, sizeof a);
+    m->ops[l]->account(m->state[l], &a);
+    double need = a.resident_bytes * rest;
+    if (need <= (double)avail) return 0;
+    return kb_fail(err, KB_EINPUT,
+                   "%s: layer %d holds %.1f MiB of K/V and method state, so the %d layers still to build "
+                   "need about %.2f GiB, but only %.2f GiB of memory is available: use a shorter context, "
+                   "a smaller budget or a machine with more memory",
+                   label, l, a.resident_bytes / 1048576.0, rest, need / 1073741824.0, avail / 1073741824.0);
+}
+
 int methodset_build_layers(const kb_method_params *p, const kb_method_ctx *ctx, const kb_prefill *pf,
                            const kb_layer_source *src, kb_methodset **out, kb_err *err) {
     const kb_method_ops *full = method_find("full");
@@ -97,6 +120,7 @@ int methodset_build_layers(const kb_method_params *p, const kb_method_ctx *ctx, 
         rc = m->ops[l]->layer_init(dense ? &m->full_p : &m->p, &c, &v, &m->state[l], err);
         if (rc) kb_err_prefix(err, "%s: layer %d", p->label, l);
         if (src && src->release) src->release(src->u, l);
+        if (!rc) rc = check_rest(m, l, p->label, err);
     }
     if (rc) {
         methodset_free(m);

@@ -7,6 +7,7 @@ positive: speed is a benchmark, not a test.
 import csv
 import json
 import math
+import os
 import re
 import subprocess
 
@@ -99,6 +100,30 @@ def test_bench_methods_sparq_resident(kvbench_bin, tmp_path):
     k_bytes = SMOL["layers"] * SMOL["hkv"] * SMOL["d"] * 2  # one token's K, f16, all layers
     assert float(r["tokens_resident"]) == L + N
     assert int(r["kv_bytes_resident"]) == (L + N) * 3 * k_bytes  # K, V, K again
+
+
+def test_bench_methods_method_memory(kvbench_bin, tmp_path):
+    """The memory check counts the method's own state, not only a K/V cache:
+    with memory for ~1.2 caches (limit from the cache geometry), Full KV runs
+    and SparQ (1.5 caches: K twice) stops with a clear error, exit 2 and no
+    latency.csv, before building every layer."""
+    L, N = 4096, 2
+    row_bytes = SMOL["layers"] * SMOL["hkv"] * SMOL["d"] * 2 * 2  # K and V, f16, all layers
+    limit = int(1.25 * (L + N) * row_bytes)  # > Full KV's cache + activations, < 1.5 caches
+    env = dict(os.environ, KVBENCH_MEM_LIMIT=str(limit))
+    for method, ok in (("full", True), ("sparq", False)):
+        out = tmp_path / method
+        p = subprocess.run([kvbench_bin, "bench", "methods", "-m", "synthetic:smollm2-135m",
+                            "--methods", method, "--contexts", str(L), "--budgets", "256",
+                            "--decode-tokens", str(N), "--reps", "1", "--out", str(out)],
+                           capture_output=True, text=True, timeout=300, env=env)
+        if ok:
+            assert p.returncode == 0, p.stderr
+            assert (out / "latency.csv").exists()
+        else:
+            assert p.returncode == 2, p.stderr
+            assert "layers still to build" in p.stderr and "GiB of memory is available" in p.stderr
+            assert not (out / "latency.csv").exists()
 
 
 def test_bench_methods_rounds(kvbench_bin, tmp_path):
