@@ -73,10 +73,12 @@ int methodset_build(const kb_method_params *p, const kb_method_ctx *ctx, const k
  * much memory each as this one holds (its K/V and method state, measured by
  * its accountant; a method's state differs from Full KV's cache by method:
  * SparQ holds K twice, RocketKV a fraction). Fails before the machine runs
- * out of memory instead of being killed part way. */
+ * out of memory instead of being killed part way. The dense layers below
+ * skip_layers come first and are not the method's: checked from the first
+ * layer of the method on. */
 static int check_rest(const kb_methodset *m, int l, const char *label, kb_err *err) {
     int rest = m->n_layers - l - 1;
-    if (rest <= 0) return 0;
+    if (rest <= 0 || m->ops[l] != m->p.ops) return 0;
     size_t avail = machine_mem_available();
     if (!avail) return 0; /* unknown: do not guess */
     kb_account a;

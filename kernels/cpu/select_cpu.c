@@ -754,11 +754,10 @@ static void topk_small_double(const double *x, int D, int r, int32_t *out) {
 
 #if defined(__AVX512F__)
 /* Page scores from dim-major summaries (with p == 1, K itself, one page per
- * slot): for each chosen dim d
- * (ascending), the row of Kmax (group sign +) or Kmin (sign -) is read
- * contiguously, 32 pages per step, and q_g,d times it is added to each
- * head's lane-wise accumulator: only the r rows the definition needs are
- * read, and equal pages give equal scores. The row addresses and the
+ * slot): for each chosen dim d (ascending), the row of Kmax (group sign +)
+ * or Kmin (sign -) is read contiguously, 32 pages per step, and q_g,d times
+ * it is added to each head's lane-wise accumulator: only the r rows the
+ * definition needs are read, and equal pages give equal scores. The row addresses and the
  * (head, dim) factors are gathered once; G is a compile-time constant in
  * each instance (hyb_pages512 dispatches), so the head loop is unrolled.
  * Rows hold ld >= P0 + 32 zero-filled elements: whole loads. */
@@ -839,9 +838,10 @@ static void hyb_pages512(const float *q, int G, int D, const int32_t *dims, int 
 }
 
 /* Slot scores for p == 1 without K's dim-major copy (kmax NULL): only the r
- * chosen dims of each key are read (one line of each row), 16 slots at a time by a gather of the 32-bit word holding the dim
- * (always inside the row); each head's scores accumulate lane-wise in the
- * dims' ascending order, so equal keys give equal scores. */
+ * chosen dims of each key are read (a line of each row), 16 slots at a time
+ * by a gather of the 32-bit word holding the dim (always inside the row);
+ * each head's scores accumulate lane-wise in the dims' ascending order, so
+ * equal keys give equal scores. */
 static void hyb_slots512(const float *q, int G, int D, const int32_t *dims, int r,
                          const kb_kvstream *s, int n, float *sc, size_t ld) {
     const int esz = (int)kb_dtype_size(s->dtype);
