@@ -72,10 +72,8 @@ typedef struct kb_kernels {
      * ceil(n/p)); head_w (optional, [G][npages]) = each head's softmax weight
      * of one slot of page P; dims (optional, [r]) = the chosen dims,
      * ascending. kmax/kmin as page_minmax wrote them for s (s's dtype,
-     * stride ld, a multiple of 32). With p == 1 they are K itself, dim-major
-     * (pages of one slot), and a kernel may read the r chosen rows there
-     * instead of every key's row in s (the same values); kmax/kmin may then
-     * be NULL: K is read from s. */
+     * stride ld, a multiple of 32; required for every p: with p == 1 they
+     * are K itself, dim-major, pages of one slot). */
     void (*hybrid_scores)(const float *q, int G, int D, int r, const void *kmax,
                           const void *kmin, int ld, const kb_kvstream *s, int n, int p,
                           float *page_score, float *head_w, int32_t *dims);

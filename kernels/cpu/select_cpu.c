@@ -837,41 +837,6 @@ static void hyb_pages512(const float *q, int G, int D, const int32_t *dims, int 
     if (qv != qbuf) free(qv);
 }
 
-/* Slot scores for p == 1 without K's dim-major copy (kmax NULL): only the r
- * chosen dims of each key are read (a line of each row), 16 slots at a time
- * by a gather of the 32-bit word holding the dim (always inside the row);
- * each head's scores accumulate lane-wise in the dims' ascending order, so
- * equal keys give equal scores. */
-static void hyb_slots512(const float *q, int G, int D, const int32_t *dims, int r,
-                         const kb_kvstream *s, int n, float *sc, size_t ld) {
-    const int esz = (int)kb_dtype_size(s->dtype);
-    const __m512i rowoff = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                              _mm512_set1_epi32(D * esz));
-    __m512 acc[64];
-    for (int j0 = 0; j0 < n; j0 += 16) {
-        int nr = n - j0 < 16 ? n - j0 : 16;
-        __mmask16 valid = (__mmask16)((1u << nr) - 1);
-        const char *base = (const char *)kvstream_krow(s, j0);
-        for (int g = 0; g < G; g++) acc[g] = _mm512_setzero_ps();
-        for (int t = 0; t < r; t++) {
-            int d = dims[t];
-            __m512 v;
-            if (esz == 4) {
-                v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid, rowoff, base + 4 * d, 1);
-            } else {
-                __m512i w = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, rowoff,
-                                                        base + 2 * (d & ~1), 1);
-                if (d & 1) w = _mm512_srli_epi32(w, 16);
-                __m256i h = _mm512_cvtepi32_epi16(w);
-                v = s->dtype == KB_F16 ? _mm512_cvtph_ps(h)
-                                       : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-            }
-            for (int g = 0; g < G; g++)
-                acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(q[(size_t)g * D + d]), v, acc[g]);
-        }
-        for (int g = 0; g < G; g++) _mm512_mask_storeu_ps(sc + (size_t)g * ld + j0, valid, acc[g]);
-    }
-}
 #endif
 
 /* kb_hybrid_temperature of G heads, four at a time: each head's two sums in
@@ -959,31 +924,17 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
 #if defined(__AVX512F__)
     float rawmx[8];
     int have_mx = 0; /* rawmx[g]: the max of head g's raw scores, from the page pass */
-    if (kmax && kmin && G <= 8 && ldk % 32 == 0) { /* p == 1 too: K dim-major */
+    if (G <= 8 && ldk % 32 == 0) { /* p == 1 too: K dim-major */
         hyb_pages512(q, G, D, dims, r, pos, kmax, kmin, s->dtype, ldk, np, sc, ld, rawmx);
         have_mx = 1;
-    } else if (p == 1 && D % 16 == 0 && G <= 64) {
-        hyb_slots512(q, G, D, dims, r, s, n, sc, ld);
     } else
 #endif
     {
         for (int g = 0; g < G; g++)
             for (int t = 0; t < r; t++) qr[(size_t)g * r + t] = q[(size_t)g * D + dims[t]];
         for (int P = 0; P < np; P++) {
-            if (p == 1) {
-                /* only the r chosen dims of the key are read (SparQ's traffic) */
-                if (s->dtype == KB_F32) {
-                    const float *kr = kvstream_krow(s, P);
-                    for (int t = 0; t < r; t++) vals[t] = kr[dims[t]];
-                } else {
-                    const uint16_t *kr = kvstream_krow(s, P);
-                    for (int t = 0; t < r; t++)
-                        vals[t] = s->dtype == KB_F16 ? kb_f16_to_f32(kr[dims[t]]) : kb_bf16_to_f32(kr[dims[t]]);
-                }
-            } else {
-                for (int t = 0; t < r; t++)
-                    vals[t] = kb_elem_get(pos[dims[t]] ? kmax : kmin, s->dtype, (size_t)dims[t] * ldk + P);
-            }
+            for (int t = 0; t < r; t++)
+                vals[t] = kb_elem_get(pos[dims[t]] ? kmax : kmin, s->dtype, (size_t)dims[t] * ldk + P);
             for (int g = 0; g < G; g++) sc[(size_t)g * ld + P] = simd_dot(qr + (size_t)g * r, vals, r);
         }
     }

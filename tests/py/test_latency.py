@@ -104,7 +104,7 @@ def test_bench_methods_sparq_resident(kvbench_bin, tmp_path):
 
 def test_bench_methods_method_memory(kvbench_bin, tmp_path):
     """The memory check counts the method's own state, not only a K/V cache:
-    with memory for ~1.2 caches (limit from the cache geometry), Full KV runs
+    with memory for 1.25 caches (limit from the cache geometry), Full KV runs
     and SparQ (1.5 caches: K twice) stops with a clear error, exit 2 and no
     latency.csv, before building every layer."""
     L, N = 4096, 2
