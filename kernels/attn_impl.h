@@ -11,13 +11,15 @@ void kb_ref_attn_dense(const float *q, int G, const kb_kvstream *s, int n, float
                        float *out);
 void kb_ref_attn_causal(const float *Q, int nq, int ldq, int G, const kb_kvstream *s,
                         int n_prior, float scale, float *out, int ldo);
-void kb_ref_qk_scores(const float *q, int G, const kb_kvstream *s, int n, float *out, int ldo);
+void kb_ref_qk_scores(const float *q, int H, int G, const kb_kvstream *s, int n, float scale, float *out,
+                      int ldo);
 
 void kb_cpu_attn_dense(const float *q, int G, const kb_kvstream *s, int n, float scale,
                        float *out);
 void kb_cpu_attn_causal(const float *Q, int nq, int ldq, int G, const kb_kvstream *s,
                         int n_prior, float scale, float *out, int ldo);
-void kb_cpu_qk_scores(const float *q, int G, const kb_kvstream *s, int n, float *out, int ldo);
+void kb_cpu_qk_scores(const float *q, int H, int G, const kb_kvstream *s, int n, float scale, float *out,
+                      int ldo);
 /* kb_kernels.attn_dense_heads: H streams s[0..H) (all their slots), G query
  * heads each (q, out [H][G][D]), one parallel job over all of them. */
 void kb_cpu_attn_dense_heads(const float *q, int H, int G, const kb_kvstream *s, float scale,

@@ -31,8 +31,11 @@ typedef struct kb_kernels {
     void (*attn_causal)(const float *Q, int nq, int ldq, int G, const kb_kvstream *s,
                         int n_prior, float scale, float *out, int ldo);
 
-    /* Raw scores out[g][j] = q[g] . K[j] for j < n (no scale). out is [G][ldo]. */
-    void (*qk_scores)(const float *q, int G, const kb_kvstream *s, int n, float *out, int ldo);
+    /* Scaled scores of H KV heads at once: out[(h*G + g)*ldo + j] = (q[h][g] . K_h[j]) * scale
+     * for j < n, the dot product rounded to f32 and then multiplied by scale in f32.
+     * q is [H][G][D]; s[0..H) each hold at least n rows. */
+    void (*qk_scores)(const float *q, int H, int G, const kb_kvstream *s, int n, float scale, float *out,
+                      int ldo);
 
     /* ---- selection building blocks (kernels/select.h; methods.md §2-§8) ---- */
 

@@ -67,8 +67,8 @@ static void softmax_inplace(float *x, int n) {
     for (int j = 0; j < n; j++) x[j] *= inv;
 }
 
-/* A decode step: exact scores of every KV group (each a parallel job over
- * its slots), then two phases over the selection rows (query heads under
+/* A decode step: exact scores of every KV group (one parallel job over all
+ * groups' slots, scaled inside it), then two phases over the selection rows (query heads under
  * per_head, else KV groups) in one parallel job (mc_select_attend): top-k
  * (with the group softmax for the group policies; scores + top-k are the
  * step's select_seconds) and the attention over the chosen slots. */
@@ -132,12 +132,7 @@ static void etk_decode(void *state, const float *q, const float *k, const float 
     int kq = KB_MIN(c->p.budget, n);
     etk_job J = {st, kk, q, out, n, kq};
     double t0 = kb_now();
-    for (int g = 0; g < Hkv; g++) {
-        float *sc = st->sc + (size_t)g * G * st->cap;
-        kk->qk_scores(q + (size_t)g * G * D, G, &st->s[g], n, sc, st->cap);
-        for (int h = 0; h < G; h++)
-            for (int j = 0; j < n; j++) sc[(size_t)h * st->cap + j] *= c->scale;
-    }
+    kk->qk_scores(q, Hkv, G, st->s, n, c->scale, st->sc, st->cap);
     double scores = kb_now() - t0;
     c->acc.select_seconds += scores + mc_select_attend(kk, st->rows, etk_select_row, etk_attend_row, &J, NULL);
     mc_sel_begin(c, st->rows, c->p.budget);

@@ -86,11 +86,13 @@ static ALWAYS_INLINE void prefetch_row(const char *K, const char *V, size_t row,
 
 /* Scores of one chunk (qk_scores): rows r(j) for j in [j0, j1), j1 - j0 <=
  * DEC_CHUNK (r(j) = idx ? idx[j] : j), the G heads qs [G][D], to
- * sc_out[g*ldo + j]. Blocks of 16 rows: the block's K rows are converted
- * once into kb (f32, L1) and shared by the G heads; each head's 16 dot
- * products are reduced together (hsum16x16). Rows pf ahead are prefetched.
- * G, DV (= D/16) and dt are compile-time constants in the specialised
- * copies below. */
+ * sc_out[g*ldo + j]. Blocks of 16 rows, pipelined like attn16: the row
+ * loop of iteration b loads block b's K rows one at a time into registers
+ * (f32), stores each head's 16-lane partial dots to dbuf, and reduces block
+ * b-1's 16 dot products of head g (hsum16x16) after row 16g/G, so loads
+ * and arithmetic are spread evenly. Rows pf ahead are prefetched. G, DV
+ * (= D/16) and dt are compile-time constants in the specialised copies
+ * below. */
 static ALWAYS_INLINE void scores16(const int G, const int DV, const kb_dtype dt, const float *qs,
                                    const kb_kvstream *s, const int32_t *idx, int j0, int j1,
                                    float *sc_out, int ldo) {
@@ -100,38 +102,47 @@ static ALWAYS_INLINE void scores16(const int G, const int DV, const kb_dtype dt,
     /* dense rows prefetch past the chunk (the next chunk, usually this
      * thread's: dec_span) so a chunk does not start with pf cold rows */
     const int lim = idx ? j1 : s->n;
-    __m512 qv[GMAX_V][DMAX_V];
-    float kb[16 * DMAX_V * 16] __attribute__((aligned(64)));
-#pragma GCC unroll 8
-    for (int g = 0; g < G; g++)
-#pragma GCC unroll 16
-        for (int t = 0; t < DV; t++) qv[g][t] = _mm512_loadu_ps(qs + (size_t)g * DV * 16 + 16 * t);
+    float dbuf[2][GMAX_V][16][16] __attribute__((aligned(64)));
     for (int jj = j0; jj < KB_MIN(j0 + pf, lim); jj++) prefetch_row(K, NULL, (size_t)(idx ? idx[jj] : jj), rb);
-    for (int j = j0; j < j1; j += 16) {
-        int nr = j1 - j < 16 ? j1 - j : 16;
-        for (int r = 0; r < nr; r++) {
-            int jj = j + r + pf;
-            if (jj >= lim) break;
-            prefetch_row(K, NULL, (size_t)(idx ? idx[jj] : jj), rb);
-        }
+    const int n = j1 - j0;
+    for (int b = 0;; b++) {
+        int j = j0 + 16 * b;
+        int nr = KB_MAX(0, KB_MIN(16, n - 16 * b));
+        int nr1 = b >= 1 ? KB_MAX(0, KB_MIN(16, n - 16 * (b - 1))) : 0;
+        if (!nr && !nr1) break;
+        float(*dcur)[16][16] = dbuf[b & 1], (*dprev)[16][16] = dbuf[(b + 1) & 1];
         for (int r = 0; r < 16; r++) {
-            /* rows past the end repeat the last one; their scores are not kept */
-            size_t row = (size_t)(idx ? idx[j + (r < nr ? r : nr - 1)] : j + (r < nr ? r : nr - 1));
-#pragma GCC unroll 16
-            for (int t = 0; t < DV; t++) _mm512_store_ps(kb + (r * DV + t) * 16, ld16(dt, K + row * rb + t * 16 * esz));
-        }
-        __mmask16 valid = (__mmask16)((1u << nr) - 1);
-#pragma GCC unroll 8
-        for (int g = 0; g < G; g++) {
-            __m512 d[16];
-#pragma GCC unroll 16
-            for (int r = 0; r < 16; r++) {
-                __m512 a = _mm512_mul_ps(qv[g][0], _mm512_load_ps(kb + (r * DV) * 16));
-#pragma GCC unroll 16
-                for (int t = 1; t < DV; t++) a = _mm512_fmadd_ps(qv[g][t], _mm512_load_ps(kb + (r * DV + t) * 16), a);
-                d[r] = a;
+            if (r < nr) {
+                int jp = j + r + pf;
+                if (jp < lim) prefetch_row(K, NULL, (size_t)(idx ? idx[jp] : jp), rb);
             }
-            _mm512_mask_storeu_ps(sc_out + (size_t)g * ldo + j, valid, simd_hsum16x16(d));
+            if (nr) {
+                /* rows past the end repeat the last one; their scores are not kept */
+                int rr = r < nr ? r : nr - 1;
+                size_t row = (size_t)(idx ? idx[j + rr] : j + rr);
+                __m512 k[DMAX_V] = {0};
+#pragma GCC unroll 16
+                for (int t = 0; t < DV; t++) k[t] = ld16(dt, K + row * rb + t * 16 * esz);
+#pragma GCC unroll 8
+                for (int g = 0; g < G; g++) {
+                    const float *qg = qs + (size_t)g * DV * 16;
+                    __m512 a = _mm512_mul_ps(_mm512_loadu_ps(qg), k[0]);
+#pragma GCC unroll 16
+                    for (int t = 1; t < DV; t++) a = _mm512_fmadd_ps(_mm512_loadu_ps(qg + 16 * t), k[t], a);
+                    _mm512_store_ps(dcur[g][r], a);
+                }
+            }
+            if (nr1) {
+#pragma GCC unroll 8
+                for (int g = 0; g < G; g++) {
+                    if ((g * 16) / G != r) continue;
+                    __m512 d[16];
+#pragma GCC unroll 16
+                    for (int u = 0; u < 16; u++) d[u] = _mm512_load_ps(dprev[g][u]);
+                    _mm512_mask_storeu_ps(sc_out + (size_t)g * ldo + j - 16, (__mmask16)((1u << nr1) - 1),
+                                          simd_hsum16x16(d));
+                }
+            }
         }
     }
 }
@@ -349,8 +360,9 @@ typedef struct dec_job {
     int *chunk_head;        /* [nch] head of chunk c */
     int *chunk_j0;          /* [nch] first row of chunk c */
     float *parts;           /* [nch][G][D + 2] (attention) */
-    float *sc;              /* scores out (qk_scores), [G][ldo] for H = 1 */
+    float *sc;              /* scores out (qk_scores), [H][G][ldo] */
     int ldo;
+    float sc_scale;         /* qk_scores: each f32 dot product times this */
     int nch, span;          /* chunks, and chunks per pool task */
 } dec_job;
 
@@ -362,7 +374,15 @@ static void dec_chunk(void *p, int c, int worker) {
     const float *qs = J->qs + (size_t)h * J->G * J->D;
     const int32_t *idx = J->idx ? J->idx[h] : NULL;
     if (!J->parts) {
-        rows_run(J->G, qs, &J->s[h], idx, j0, j1, NULL, J->sc, J->ldo);
+        float *sc = J->sc + (size_t)h * J->G * J->ldo;
+        rows_run(J->G, qs, &J->s[h], idx, j0, j1, NULL, sc, J->ldo);
+        /* scaled while the chunk's scores are in L1: the same f32 product as
+         * a pass over the whole row afterwards */
+        if (J->sc_scale != 1.0f)
+            for (int g = 0; g < J->G; g++) {
+                float *x = sc + (size_t)g * J->ldo;
+                for (int j = j0; j < j1; j++) x[j] *= J->sc_scale;
+            }
         return;
     }
     float *pp = J->parts + (size_t)c * J->G * (J->D + 2);
@@ -395,7 +415,7 @@ static void dec_run(int H, int G, const float *q, const kb_kvstream *s, const in
     size_t need = qn * sizeof(float) + 2 * (size_t)nch * sizeof(int) +
                   (attn ? (size_t)nch * G * (D + 2) * sizeof(float) : 0) + 64;
     char *b = tls_grow(&buf, &cap, need);
-    dec_job J = {H, G, D, (float *)(void *)b, s, n, idx, NULL, NULL, NULL, sc, ldo, nch, 1};
+    dec_job J = {H, G, D, (float *)(void *)b, s, n, idx, NULL, NULL, NULL, sc, ldo, attn ? 1.0f : scale, nch, 1};
     float *qs = (float *)(void *)b;
     for (size_t i = 0; i < qn; i++) qs[i] = attn ? q[i] * scale : q[i];
     J.parts = attn ? qs + qn : NULL;
@@ -468,9 +488,15 @@ void kb_cpu_attn_gather_rows(const float *q, int G, const kb_kvstream *s, const 
     dec_run(1, G, q, s, &k, &idx, scale, out, NULL, 0);
 }
 
-void kb_cpu_qk_scores(const float *q, int G, const kb_kvstream *s, int n, float *out, int ldo) {
-    if (n <= 0) return;
-    dec_run(1, G, q, s, &n, NULL, 1.0f, NULL, out, ldo);
+/* All H heads' rows in one pool job (three jobs of 1 MB each, one per KV
+ * head, spent about a third of their time starting and draining). */
+void kb_cpu_qk_scores(const float *q, int H, int G, const kb_kvstream *s, int n, float scale, float *out,
+                      int ldo) {
+    if (n <= 0 || H <= 0) return;
+    int nb[64], *nh = H <= 64 ? nb : KB_MALLOC((size_t)H * sizeof(int));
+    for (int h = 0; h < H; h++) nh[h] = n;
+    dec_run(H, G, q, s, nh, NULL, scale, NULL, out, ldo);
+    if (nh != nb) free(nh);
 }
 
 #define PF_BQ 64  /* queries per block */

@@ -6,16 +6,20 @@
 
 #include "kernels/attn_impl.h"
 
-void kb_ref_qk_scores(const float *q, int G, const kb_kvstream *s, int n, float *out, int ldo) {
-    float *k = KB_MALLOC((size_t)s->D * sizeof(float));
-    for (int j = 0; j < n; j++) {
-        kvstream_get_f32(s, j, k, NULL);
-        for (int g = 0; g < G; g++) {
-            double acc = 0;
-            for (int d = 0; d < s->D; d++) acc += (double)q[g * s->D + d] * k[d];
-            out[(size_t)g * ldo + j] = (float)acc;
+void kb_ref_qk_scores(const float *q, int H, int G, const kb_kvstream *s, int n, float scale, float *out,
+                      int ldo) {
+    int D = s[0].D;
+    float *k = KB_MALLOC((size_t)D * sizeof(float));
+    for (int h = 0; h < H; h++)
+        for (int j = 0; j < n; j++) {
+            kvstream_get_f32(&s[h], j, k, NULL);
+            for (int g = 0; g < G; g++) {
+                const float *qg = q + ((size_t)h * G + g) * D;
+                double acc = 0;
+                for (int d = 0; d < D; d++) acc += (double)qg[d] * k[d];
+                out[((size_t)h * G + g) * ldo + j] = (float)acc * scale;
+            }
         }
-    }
     free(k);
 }
 

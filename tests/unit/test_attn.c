@@ -82,8 +82,8 @@ int main(void) {
                     CHECK_MSG(bad == 0, "attn_dense %s D=%d G=%d n=%d max err %g",
                               kb_dtype_name(types[ti]), D, G, n, e);
                     float *sa = malloc((size_t)G * n * 4), *sb = malloc((size_t)G * n * 4);
-                    kb_ref_qk_scores(q, G, &s, n, sa, n);
-                    kb_cpu_qk_scores(q, G, &s, n, sb, n);
+                    kb_ref_qk_scores(q, 1, G, &s, n, scale, sa, n);
+                    kb_cpu_qk_scores(q, 1, G, &s, n, scale, sb, n);
                     bad = 0;
                     e = max_err(sb, sa, G * n, 1e-4, 1e-5, &bad);
                     CHECK_MSG(bad == 0, "qk_scores n=%d err %g", n, e);
@@ -113,6 +113,33 @@ int main(void) {
         int bad = 0;
         double e = max_err(b, a, H * G * D, 2e-5, 1e-4, &bad);
         CHECK_MSG(bad == 0, "attn_dense_heads %s max err %g", kb_dtype_name(types[ti]), e);
+        /* scores of the three heads' first n rows in one call (one pool job
+         * whose tasks cross head boundaries), rows ldo apart: against the
+         * reference (tolerance as above), and the scaled scores exactly the
+         * f32 product of the unscaled ones and the scale (what exact_topk
+         * computed before the scale moved into the kernel) */
+        {
+            int n = 2049, ldo = 2049 + 7;
+            size_t tot = (size_t)H * G * ldo;
+            float *sa = malloc(tot * 4), *sb = malloc(tot * 4), *su = malloc(tot * 4);
+            for (size_t i = 0; i < tot; i++) sa[i] = sb[i] = su[i] = 42.0f;
+            kb_ref_qk_scores(q, H, G, hs, n, 0.125f, sa, ldo);
+            kb_cpu_qk_scores(q, H, G, hs, n, 0.125f, sb, ldo);
+            kb_cpu_qk_scores(q, H, G, hs, n, 1.0f, su, ldo);
+            int pad_ok = 1, exact = 0;
+            bad = 0;
+            for (int r = 0; r < H * G; r++) {
+                e = max_err(sb + (size_t)r * ldo, sa + (size_t)r * ldo, n, 1e-4, 1e-5, &bad);
+                for (int j = 0; j < n; j++) exact += sb[(size_t)r * ldo + j] == su[(size_t)r * ldo + j] * 0.125f;
+                for (int j = n; j < ldo; j++) pad_ok &= sb[(size_t)r * ldo + j] == 42.0f;
+            }
+            CHECK_MSG(bad == 0, "qk_scores H=%d %s err %g", H, kb_dtype_name(types[ti]), e);
+            CHECK_EQ_INT(exact, H * G * n);
+            CHECK(pad_ok);
+            free(sa);
+            free(sb);
+            free(su);
+        }
         for (int h = 0; h < H; h++) kvstream_free(&hs[h]);
     }
     /* gathered rows (the sparse methods' attention: ascending slot lists, runs
