@@ -68,10 +68,11 @@ static void softmax_inplace(float *x, int n) {
 }
 
 /* A decode step: exact scores of every KV group (one parallel job over all
- * groups' slots, scaled inside it), then two phases over the selection rows (query heads under
- * per_head, else KV groups) in one parallel job (mc_select_attend): top-k
- * (with the group softmax for the group policies; scores + top-k are the
- * step's select_seconds) and the attention over the chosen slots. */
+ * groups' slots, scaled inside it), then two phases over the selection rows
+ * (query heads under per_head, else KV groups) in one parallel job
+ * (mc_select_attend): top-k (with the group softmax for the group policies;
+ * scores + top-k are the step's select_seconds) and the attention over the
+ * chosen slots. */
 typedef struct etk_job {
     etk_state *st;
     const kb_kernels *kk;

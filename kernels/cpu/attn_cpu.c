@@ -84,6 +84,26 @@ static ALWAYS_INLINE void prefetch_row(const char *K, const char *V, size_t row,
     }
 }
 
+/* Row `row` of K as f32 (DV vectors in registers) and each of the G heads'
+ * 16-lane partial dot products with it, to dst[g][r]: lane l holds the sum
+ * over t of q[16t + l] * k[16t + l], multiplied first and then added by FMAs
+ * in t order (hsum16x16 of 16 rows' vectors gives their dot products). */
+static ALWAYS_INLINE void row_dots(const int G, const int DV, const kb_dtype dt, const float *qs, const char *krow,
+                                   float (*dst)[16][16], int r) {
+    const size_t esz = dt == KB_F32 ? 4 : 2;
+    __m512 k[DMAX_V] = {0};
+#pragma GCC unroll 16
+    for (int t = 0; t < DV; t++) k[t] = ld16(dt, krow + t * 16 * esz);
+#pragma GCC unroll 8
+    for (int g = 0; g < G; g++) {
+        const float *qg = qs + (size_t)g * DV * 16;
+        __m512 a = _mm512_mul_ps(_mm512_loadu_ps(qg), k[0]);
+#pragma GCC unroll 16
+        for (int t = 1; t < DV; t++) a = _mm512_fmadd_ps(_mm512_loadu_ps(qg + 16 * t), k[t], a);
+        _mm512_store_ps(dst[g][r], a);
+    }
+}
+
 /* Scores of one chunk (qk_scores): rows r(j) for j in [j0, j1), j1 - j0 <=
  * DEC_CHUNK (r(j) = idx ? idx[j] : j), the G heads qs [G][D], to
  * sc_out[g*ldo + j]. Blocks of 16 rows, pipelined like attn16: the row
@@ -119,18 +139,7 @@ static ALWAYS_INLINE void scores16(const int G, const int DV, const kb_dtype dt,
             if (nr) {
                 /* rows past the end repeat the last one; their scores are not kept */
                 int rr = r < nr ? r : nr - 1;
-                size_t row = (size_t)(idx ? idx[j + rr] : j + rr);
-                __m512 k[DMAX_V] = {0};
-#pragma GCC unroll 16
-                for (int t = 0; t < DV; t++) k[t] = ld16(dt, K + row * rb + t * 16 * esz);
-#pragma GCC unroll 8
-                for (int g = 0; g < G; g++) {
-                    const float *qg = qs + (size_t)g * DV * 16;
-                    __m512 a = _mm512_mul_ps(_mm512_loadu_ps(qg), k[0]);
-#pragma GCC unroll 16
-                    for (int t = 1; t < DV; t++) a = _mm512_fmadd_ps(_mm512_loadu_ps(qg + 16 * t), k[t], a);
-                    _mm512_store_ps(dcur[g][r], a);
-                }
+                row_dots(G, DV, dt, qs, K + (size_t)(idx ? idx[j + rr] : j + rr) * rb, dcur, r);
             }
             if (nr1) {
 #pragma GCC unroll 8
@@ -202,18 +211,7 @@ static ALWAYS_INLINE void attn16(const int G, const int DV, const kb_dtype dt, c
             }
             if (nr) {
                 int rr = r < nr ? r : nr - 1;
-                size_t row = (size_t)(idx ? idx[j + rr] : j + rr);
-                __m512 k[DMAX_V] = {0};
-#pragma GCC unroll 16
-                for (int t = 0; t < DV; t++) k[t] = ld16(dt, K + row * rb + t * 16 * esz);
-#pragma GCC unroll 8
-                for (int g = 0; g < G; g++) {
-                    const float *qg = qs + (size_t)g * DV * 16;
-                    __m512 a = _mm512_mul_ps(_mm512_loadu_ps(qg), k[0]);
-#pragma GCC unroll 16
-                    for (int t = 1; t < DV; t++) a = _mm512_fmadd_ps(_mm512_loadu_ps(qg + 16 * t), k[t], a);
-                    _mm512_store_ps(dcur[g][r], a);
-                }
+                row_dots(G, DV, dt, qs, K + (size_t)(idx ? idx[j + rr] : j + rr) * rb, dcur, r);
             }
             if (nr1) {
 #pragma GCC unroll 8
@@ -488,8 +486,8 @@ void kb_cpu_attn_gather_rows(const float *q, int G, const kb_kvstream *s, const 
     dec_run(1, G, q, s, &k, &idx, scale, out, NULL, 0);
 }
 
-/* All H heads' rows in one pool job (three jobs of 1 MB each, one per KV
- * head, spent about a third of their time starting and draining). */
+/* All H heads' rows in one pool job; each chunk scales its scores (no
+ * serial pass over the H x G rows afterwards). */
 void kb_cpu_qk_scores(const float *q, int H, int G, const kb_kvstream *s, int n, float scale, float *out,
                       int ldo) {
     if (n <= 0 || H <= 0) return;
