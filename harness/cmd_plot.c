@@ -26,7 +26,9 @@
 typedef struct plotctx {
     const char *run, *scripts;
     char dir[1200];
-    char model[160];
+    char dir_q[2400];     /* dir as the inside of a gnuplot '...' literal (gp_quote) */
+    char scripts_q[2400]; /* the same for scripts */
+    char model[320];      /* gp_quote'd */
     int svg, png;
     int made, failed;
 } plotctx;
@@ -59,6 +61,35 @@ static void safe_name(char *dst, size_t cap, const char *src) {
     dst[i] = 0;
 }
 
+/* src as the inside of a gnuplot single-quoted literal: gnuplot reads no
+ * escapes there but '' for a quote, and a line break would end the command,
+ * so labels, task names and paths from the run's files can neither close the
+ * literal nor start a command of their own (control characters -> space). */
+static void gp_quote(char *dst, size_t cap, const char *src) {
+    size_t i = 0;
+    for (; *src && i + 2 < cap; src++) {
+        unsigned char c = (unsigned char)*src;
+        if (c == '\'') {
+            dst[i++] = '\'';
+            dst[i++] = '\'';
+        } else {
+            dst[i++] = c < 0x20 || c == 0x7f ? ' ' : (char)c;
+        }
+    }
+    dst[i] = 0;
+}
+
+/* A series name as the first line of a data block ("name", read back by
+ * columnheader): no double quote or line break can end it early. */
+static void gp_header(FILE *f, const char *name) {
+    fputc('"', f);
+    for (; *name; name++) {
+        unsigned char c = (unsigned char)*name;
+        fputc(c == '"' ? '\'' : c < 0x20 || c == 0x7f ? ' ' : (char)c, f);
+    }
+    fputs("\" y\n", f);
+}
+
 /* Runs one gnuplot script for each format. vars: gnuplot assignments. */
 static void gnuplot(plotctx *pc, const char *script, const char *out, const char *vars) {
     for (int f = 0; f < 2; f++) {
@@ -68,7 +99,7 @@ static void gnuplot(plotctx *pc, const char *script, const char *out, const char
             pc->failed++;
             continue;
         }
-        fprintf(g, "set loadpath '%s'\nout='%s/%s'\nfmt='%s'\n%s\nload '%s'\n", pc->scripts, pc->dir,
+        fprintf(g, "set loadpath '%s'\nout='%s/%s'\nfmt='%s'\n%s\nload '%s'\n", pc->scripts_q, pc->dir_q,
                 out, f ? "svg" : "png", vars, script);
         int st = pclose(g);
         if (st) {
@@ -147,12 +178,12 @@ static int draw_series(plotctx *pc, series_set *ss, const char *out, const char 
         if (!ss->v[i].n) continue;
         if (!first) fprintf(a.f, "\n\n");
         first = 0;
-        fprintf(a.f, "\"%s\" y\n", ss->v[i].name);
+        gp_header(a.f, ss->v[i].name);
         for (int k = 0; k < ss->v[i].n; k++) fprintf(a.f, "%.9g %.9g\n", ss->v[i].x[k], ss->v[i].y[k]);
     }
     if (atomic_commit(&a, NULL)) return 0;
-    char vars[2048];
-    snprintf(vars, sizeof vars, "datafile='%s'\nnblocks=%d\n%s", path, blocks, extra_vars);
+    char vars[4096];
+    snprintf(vars, sizeof vars, "datafile='%s/%s.dat'\nnblocks=%d\n%s", pc->dir_q, out, blocks, extra_vars);
     gnuplot(pc, script, out, vars);
     return 1;
 }
@@ -191,11 +222,12 @@ static void accuracy_plots(plotctx *pc, const kb_table *sum) {
                 if (hi > lo) series_add(s, hi, y);
             }
         }
-        char out[200], safe[160], vars[600];
+        char out[200], safe[160], vars[1200], task_q[400];
         safe_name(safe, sizeof safe, task);
+        gp_quote(task_q, sizeof task_q, task);
         snprintf(out, sizeof out, "accuracy_%s", safe);
         snprintf(vars, sizeof vars, "ttl='%s: score vs token budget (%s)'\nylab='score (x100, %s)'\n",
-                 !strcmp(task, "ALL") ? "Average over tasks" : task, pc->model,
+                 !strcmp(task, "ALL") ? "Average over tasks" : task_q, pc->model,
                  !strcmp(task, "ALL") ? "mean of task scores" : "mean over samples");
         if (isfinite(lo)) draw_series(pc, &ss, out, "accuracy.gp", vars);
         series_free(&ss);
@@ -251,16 +283,21 @@ static void heatmaps(plotctx *pc, const kb_table *smp) {
             seen = heat_row(smp, q) && !strcmp(table_get(smp, q, "label"), label) &&
                    !strcmp(table_get(smp, q, "budget"), budget);
         if (seen) continue;
-        double xs[256], ys[256];
+        /* every row adds at most one length and one depth */
+        double *xs = KB_MALLOC((size_t)smp->nrow * sizeof(double)), *ys = KB_MALLOC((size_t)smp->nrow * sizeof(double));
         int nx = 0, ny = 0;
         for (int q = 0; q < smp->nrow; q++) {
             if (!heat_row(smp, q) || strcmp(table_get(smp, q, "label"), label) ||
                 strcmp(table_get(smp, q, "budget"), budget))
                 continue;
-            if (nx < 255) dbl_index(xs, &nx, heat_x(smp, q));
-            if (ny < 255) dbl_index(ys, &ny, atof(table_get(smp, q, "depth")));
+            dbl_index(xs, &nx, heat_x(smp, q));
+            dbl_index(ys, &ny, atof(table_get(smp, q, "depth")));
         }
-        if (nx < 2 || ny < 2) continue; /* an image needs two lengths and two depths */
+        if (nx < 2 || ny < 2) { /* an image needs two lengths and two depths */
+            free(xs);
+            free(ys);
+            continue;
+        }
         qsort(xs, (size_t)nx, sizeof(double), cmp_dbl);
         qsort(ys, (size_t)ny, sizeof(double), cmp_dbl);
         double *sum = KB_CALLOC((size_t)nx * ny, sizeof(double));
@@ -294,18 +331,23 @@ static void heatmaps(plotctx *pc, const kb_table *smp) {
                 o = 0;
                 for (int i = 0; i < ny && o < sizeof yt - 64; i++)
                     o += (size_t)snprintf(yt + o, sizeof yt - o, "%s\"%.2f\" %d", i ? "," : "", ys[i], i);
+                char label_q[400], budget_q[200];
+                gp_quote(label_q, sizeof label_q, label);
+                gp_quote(budget_q, sizeof budget_q, *budget ? budget : "none (full cache)");
                 snprintf(vars, sizeof vars,
                          "ttl='Needle accuracy by depth and length: %s, budget %s (%s)'\nnx=%d\nny=%d\n"
                          "xt='%s'\nyt='%s'\n",
-                         label, *budget ? budget : "none (full cache)", pc->model, nx, ny, xt, yt);
+                         label_q, budget_q, pc->model, nx, ny, xt, yt);
                 /* heatmap.gp plots "datafile" directly */
-                char v2[10600];
-                snprintf(v2, sizeof v2, "datafile='%s'\n%s", path, vars);
+                char v2[12000];
+                snprintf(v2, sizeof v2, "datafile='%s/%s.dat'\n%s", pc->dir_q, out, vars);
                 gnuplot(pc, "heatmap.gp", out, v2);
             }
         }
         free(sum);
         free(cnt);
+        free(xs);
+        free(ys);
     }
 }
 
@@ -319,7 +361,7 @@ static void speedup_plot(plotctx *pc, const kb_table *lat) {
         snprintf(name, sizeof name, "%s%s%s", table_get(lat, r, "label"), *b ? " B=" : "", b);
         series_add(series_get(&ss, name), atof(table_get(lat, r, "context")), atof(sp));
     }
-    char vars[400];
+    char vars[1000];
     snprintf(vars, sizeof vars, "ttl='Decode speedup over Full KV (%s)'\n", pc->model);
     draw_series(pc, &ss, "speedup", "speedup.gp", vars);
     series_free(&ss);
@@ -350,7 +392,7 @@ static void ablation_plots(plotctx *pc, const kb_table *sum) {
         }
         cJSON_Delete(p);
     }
-    char vars[600];
+    char vars[1000];
     snprintf(vars, sizeof vars, "ttl='SnapKV++ pooling-kernel ablation (%s)'\nxlab='max-pool kernel size'\nlogx=1\n", pc->model);
     if (ks.n) draw_series(pc, &ks, "ablation_kernel", "ablation.gp", vars);
     snprintf(vars, sizeof vars, "ttl='RocketKV stage-split ablation: average score (%s)'\nxlab='token budget B'\nlogx=1\n", pc->model);
@@ -420,12 +462,12 @@ int cmd_plot(int argc, char **argv) {
     if (access(path, R_OK) == 0 && !json_load_file(path, &rj, NULL)) {
         const cJSON *m = cJSON_GetObjectItemCaseSensitive(rj, "model");
         const cJSON *nm = cJSON_GetObjectItemCaseSensitive(m, "name");
-        if (cJSON_IsString(nm)) snprintf(pc.model, sizeof pc.model, "%s", nm->valuestring);
-        for (char *q = pc.model; *q; q++)
-            if (*q == '\'') *q = ' ';
+        if (cJSON_IsString(nm)) gp_quote(pc.model, sizeof pc.model, nm->valuestring);
         cJSON_Delete(rj);
     }
     snprintf(pc.dir, sizeof pc.dir, "%s/plots", pc.run);
+    gp_quote(pc.dir_q, sizeof pc.dir_q, pc.dir);
+    gp_quote(pc.scripts_q, sizeof pc.scripts_q, pc.scripts);
     if (make_dirs(pc.dir, &err)) {
         fprintf(stderr, "kvbench plot: %s\n", err.msg);
         return 1;

@@ -181,6 +181,47 @@ def test_plots(kvbench_bin, tiny, tmp_path):
     assert all(os.path.getsize(out / "plots" / f) > 2000 for f in pngs)
 
 
+
+def test_plot_hostile_names_and_many_lengths(kvbench_bin, tmp_path):
+    """Labels, task names and the model name reach gnuplot as text only (a quote
+    or a line break in them cannot end a string and run a command), and a
+    needle heatmap with more lengths than any fixed buffer is drawn whole."""
+    if subprocess.run(["which", "gnuplot"], capture_output=True).returncode:
+        pytest.skip("gnuplot not installed")
+    run = tmp_path / "run"
+    run.mkdir()
+    pwned = [tmp_path / f"pwned{i}" for i in range(3)]
+    label = f"x'.system('touch {pwned[0]}').'"
+    label2 = f"y\n!touch {pwned[1]}\n"
+    task = f"t'.system('touch {pwned[2]}').'"
+    (run / "run.json").write_text(json.dumps({"model": {"name": "it's"}}))
+    with open(run / "summary.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["task", "turn", "label", "budget", "params", "score"])
+        for t in (task, "ALL"):
+            for lab in (label, label2):
+                for b, sc in (("32", "10"), ("64", "20")):
+                    w.writerow([t, "all", lab, b, "{}", sc])
+    n_len = 600
+    with open(run / "samples.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["task", "label", "budget", "depth", "target_tokens", "context_tokens", "score"])
+        for i in range(n_len):
+            for d in ("0", "1"):
+                w.writerow(["needle", label, "", d, str(100 + i), str(110 + i), str(i % 2)])
+    p = subprocess.run([kvbench_bin, "plot", str(run), "--formats", "png"], capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, (p.returncode, p.stderr)
+    assert not any(x.exists() for x in pwned), "a name ran a command"
+    pngs = [f for f in os.listdir(run / "plots") if f.endswith(".png")]
+    assert "accuracy_ALL.png" in pngs and len(pngs) == 3, pngs
+    heat = [f for f in os.listdir(run / "plots") if f.startswith("needle_") and f.endswith(".dat")]
+    with open(run / "plots" / heat[0]) as f:
+        cells = [line.split() for line in f if line.strip()]
+    # one cell per (length, depth): every length is drawn, none dropped
+    assert len(cells) == 2 * n_len
+    assert {int(c[0]) for c in cells} == set(range(n_len))
+
 BAD = [
     ({"tasks": [], "methods": ["full"]}, "key 'tasks'"),
     ({"methods": []}, "key 'methods'"),
