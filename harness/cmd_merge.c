@@ -2,12 +2,17 @@
  * a sharded sweep (`kvbench sweep --shard I/N`, e.g. a Slurm job array) into
  * one run whose samples.csv equals the single-process run's (rows ordered by
  * sample, cells in config order), with summary.csv rebuilt and a run.json
- * listing the shards. The shards must come from the same config, overrides,
- * model and KV type, cover distinct samples, and be complete (status done). */
+ * listing the shards; shard 0's latency.csv (the latency part runs there)
+ * is copied. The shards must come from the same config, overrides, model and
+ * KV type, be complete (status done), and be the whole set 0/N..N-1/N, whose
+ * rows hold every sample of the plan once (samples_check on each). OUT must
+ * not hold a run (unless --force) and is never one of the shards. */
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "harness/atomic.h"
 #include "harness/cli.h"
@@ -29,17 +34,64 @@ static int cmp_rows(const void *a, const void *b) {
 
 static const cJSON *field(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 
+/* "I/N" with 0 <= I < N. */
+static int parse_shard(const cJSON *v, int *i, int *n) {
+    int used = 0;
+    if (!cJSON_IsString(v) || sscanf(v->valuestring, "%d/%d%n", i, n, &used) != 2 ||
+        v->valuestring[used] || *n < 1 || *i < 0 || *i >= *n)
+        return -1;
+    return 0;
+}
+
+/* dir and other name the same directory (other need not exist). */
+static int same_dir(const char *dir, const char *other) {
+    char a[PATH_MAX], b[PATH_MAX];
+    return realpath(dir, a) && realpath(other, b) && !strcmp(a, b);
+}
+
+static int copy_file(const char *from, const char *to, kb_err *err) {
+    FILE *f = fopen(from, "rb");
+    if (!f) return kb_fail(err, KB_EINPUT, "%s: cannot read", from);
+    size_t cap = 1 << 16, n = 0, k;
+    char *buf = KB_MALLOC(cap);
+    while ((k = fread(buf + n, 1, cap - n, f)) > 0)
+        if ((n += k) == cap) buf = KB_REALLOC(buf, cap *= 2);
+    int bad = ferror(f);
+    fclose(f);
+    int rc = bad ? kb_fail(err, KB_EINPUT, "%s: read error", from) : atomic_write(to, buf, n, err);
+    free(buf);
+    return rc;
+}
+
 int cmd_merge(int argc, char **argv) {
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        printf("usage: kvbench merge OUT_DIR SHARD_DIR...   join the shards of a sweep into one run\n");
+        printf("usage: kvbench merge [--force] OUT_DIR SHARD_DIR...   join the shards 0/N..N-1/N of a "
+               "sweep into one run\n  --force  overwrite a run already in OUT_DIR\n");
         return 0;
     }
-    if (argc < 3) {
-        fprintf(stderr, "usage: kvbench merge OUT_DIR SHARD_DIR...\n");
+    int force = argc >= 2 && !strcmp(argv[1], "--force");
+    argv += force;
+    argc -= force;
+    if (argc < 3 || argv[1][0] == '-') {
+        fprintf(stderr, "usage: kvbench merge [--force] OUT_DIR SHARD_DIR...\n");
         return 2;
     }
     const char *out = argv[1];
     int ns = argc - 2;
+    char rj[1200];
+    struct stat st_rj;
+    snprintf(rj, sizeof rj, "%s/run.json", out);
+    if (!force && stat(rj, &st_rj) == 0) {
+        fprintf(stderr, "kvbench merge: %s already holds a run: give a new OUT_DIR, or --force to "
+                "overwrite it\n", out);
+        return 2;
+    }
+    for (int i = 0; i < ns; i++)
+        if (same_dir(out, argv[2 + i])) {
+            fprintf(stderr, "kvbench merge: OUT_DIR %s is the shard %s: give a new directory\n", out,
+                    argv[2 + i]);
+            return 2;
+        }
     kb_err err = {0};
     kb_table *tabs = calloc((size_t)ns, sizeof *tabs);
     cJSON **runs = calloc((size_t)ns, sizeof *runs);
@@ -76,6 +128,39 @@ int cmd_merge(int argc, char **argv) {
                 rc = kb_fail(&err, KB_EINPUT, "%s and %s are the same shard (%s)", argv[2 + i], argv[2 + j],
                              cJSON_IsString(a) ? a->valuestring : "?");
         }
+    /* the whole set 0/N..N-1/N, and every shard's rows its own samples */
+    int N = 0, zero = -1;
+    long n_samples = 0;
+    for (int i = 0; i < ns && !rc; i++) {
+        int si, sn;
+        snprintf(path, sizeof path, "%s/run.json", argv[2 + i]);
+        const cJSON *ds = field(field(runs[i], "data"), "samples");
+        if (parse_shard(field(runs[i], "shard"), &si, &sn))
+            rc = kb_fail(&err, KB_EINPUT, "%s: key 'shard' is not \"I/N\" with 0 <= I < N", path);
+        else if (i > 0 && sn != N)
+            rc = kb_fail(&err, KB_EINPUT, "%s: shard %d/%d, but %s is of %d shards", path, si, sn, argv[2], N);
+        else if (!cJSON_IsNumber(ds) || ds->valuedouble < 0 || (i > 0 && (long)ds->valuedouble != n_samples))
+            rc = kb_fail(&err, KB_EINPUT, "%s: key 'data.samples' is missing or differs from %s", path, argv[2]);
+        if (rc) break;
+        N = sn;
+        n_samples = (long)ds->valuedouble;
+        if (si == 0) zero = i;
+        snprintf(path, sizeof path, "%s/samples.csv", argv[2 + i]);
+        rc = samples_check(&tabs[i], path, n_samples, si, sn, &err);
+    }
+    if (!rc && ns != N) {
+        char miss[400] = "";
+        size_t o = 0;
+        for (int k = 0; k < N && o + 24 < sizeof miss; k++) {
+            int have = 0;
+            for (int i = 0; i < ns && !have; i++) {
+                int si, sn;
+                have = !parse_shard(field(runs[i], "shard"), &si, &sn) && si == k;
+            }
+            if (!have) o += (size_t)snprintf(miss + o, sizeof miss - o, "%s%d/%d", o ? ", " : "", k, N);
+        }
+        rc = kb_fail(&err, KB_EINPUT, "the run has %d shards and %d were given: missing %s", N, ns, miss);
+    }
     row_ref *refs = NULL;
     long nrefs = 0;
     if (!rc) {
@@ -90,6 +175,15 @@ int cmd_merge(int argc, char **argv) {
             if (refs[r].seq == refs[r - 1].seq && refs[r].shard != refs[r - 1].shard)
                 rc = kb_fail(&err, KB_EINPUT, "sample %ld appears in two shards (%s and %s)", refs[r].seq,
                              argv[2 + refs[r - 1].shard], argv[2 + refs[r].shard]);
+        /* rows are sorted by seq, every seq in [0, n_samples): each sample once */
+        long want = 0;
+        for (long r = 0; r < nrefs && !rc; r++) {
+            if (refs[r].seq > want) break;
+            if (refs[r].seq == want) want++;
+        }
+        if (!rc && want < n_samples)
+            rc = kb_fail(&err, KB_EINPUT, "sample %ld of %ld has no rows (its shard %ld/%d is incomplete)",
+                         want, n_samples, want % N, N);
     }
     if (!rc) rc = make_dirs(out, &err);
     if (!rc) {
@@ -102,6 +196,14 @@ int cmd_merge(int argc, char **argv) {
         char sum[1200];
         snprintf(sum, sizeof sum, "%s/summary.csv", out);
         if (!rc) rc = summary_write(path, sum, "full", &err);
+    }
+    if (!rc && zero >= 0) {
+        char from[1200], to[1200];
+        struct stat st;
+        snprintf(from, sizeof from, "%s/latency.csv", argv[2 + zero]);
+        snprintf(to, sizeof to, "%s/latency.csv", out);
+        if (stat(from, &st) == 0) rc = copy_file(from, to, &err);
+        else remove(to); /* --force over a run that had one */
     }
     if (!rc) {
         cJSON *j = cJSON_Duplicate(runs[0], 1);

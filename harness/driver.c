@@ -405,6 +405,38 @@ static void done_free(done_set *s) {
     free(s->keys);
 }
 
+static int whole_long(const char *s, long *v) {
+    char *end;
+    errno = 0;
+    *v = strtol(s, &end, 10);
+    return *s && !*end && !errno;
+}
+
+int samples_check(const kb_table *t, const char *path, long n_samples, int shard_i, int shard_n,
+                  kb_err *err) {
+    for (int r = 0; r < t->nrow; r++) {
+        const char *seq = table_get(t, r, "seq"), *b = table_get(t, r, "budget");
+        long v;
+        if (!whole_long(seq, &v) || v < 0 || v >= n_samples || v % shard_n != shard_i)
+            return kb_fail(err, KB_EINPUT, "%s: data row %d: seq '%s', expected an integer in [0, %ld) "
+                           "of shard %d/%d (seq %% %d == %d)", path, r + 1, seq, n_samples, shard_i,
+                           shard_n, shard_n, shard_i);
+        if (*b && (!whole_long(b, &v) || v < 1))
+            return kb_fail(err, KB_EINPUT, "%s: data row %d: budget '%s', expected a positive integer "
+                           "or nothing (Full KV)", path, r + 1, b);
+        static const char *const sc[] = {"score", "score2"};
+        for (int k = 0; k < 2; k++) {
+            const char *x = table_get(t, r, sc[k]);
+            char *end;
+            double d = strtod(x, &end);
+            if ((k == 0 || *x) && (!*x || *end || !(d >= 0 && d <= 1)))
+                return kb_fail(err, KB_EINPUT, "%s: data row %d: %s '%s', expected a number in [0, 1]",
+                               path, r + 1, sc[k], x);
+        }
+    }
+    return 0;
+}
+
 static int file_exists(const char *p) {
     struct stat st;
     return stat(p, &st) == 0;
@@ -612,6 +644,11 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
     if (o->resume && file_exists(d.samples_path)) {
         if ((rc = table_read_csv(d.samples_path, kb_samples_cols, kb_samples_ncols, &d.rows, err)))
             goto done_ri;
+        if ((rc = samples_check(&d.rows, d.samples_path, samples.n, o->shard_n > 1 ? o->shard_i : 0,
+                                o->shard_n > 1 ? o->shard_n : 1, err))) {
+            table_free(&d.rows);
+            goto done_ri;
+        }
         /* a cell is done when all its rows are present: rows are written per cell */
         for (int r = 0; r < d.rows.nrow; r++) {
             char k[256];

@@ -4,6 +4,7 @@
 #ifndef KB_DRIVER_H
 #define KB_DRIVER_H
 
+#include "harness/table.h"
 #include "kernels/kb_base.h"
 
 typedef struct kb_sweep_opts {
@@ -31,6 +32,14 @@ extern const char *const kb_samples_cols[];
 extern const int kb_samples_ncols;
 extern const char *const kb_summary_cols[];
 extern const int kb_summary_ncols;
+/* Checks the rows of a samples.csv read back (a resumed run, merge's
+ * shards): seq an integer in [0, n_samples) that belongs to shard I/N (seq %
+ * N == I; N = 1 for an unsharded run), budget empty or a positive integer,
+ * score (and score2 where set) a number in [0, 1]. The error names the file,
+ * the data row (1 = the first row after the header) and the column. */
+int samples_check(const kb_table *t, const char *path, long n_samples, int shard_i, int shard_n,
+                  kb_err *err);
+
 /* Rebuilds summary.csv from samples.csv (used by sweep and merge). */
 int summary_write(const char *samples_csv, const char *summary_csv, const char *baseline,
                   kb_err *err);

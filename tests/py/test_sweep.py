@@ -143,6 +143,21 @@ def test_run_directory_safety(kvbench_bin, tiny, tmp_path):
     assert (out / "samples.csv").read_bytes() == before, "a refused run must not touch the tables"
     p = sweep(kvbench_bin, other, out, tiny, "--resume", "--force")
     assert p.returncode == 0, p.stderr
+    # a resumed run reads its rows back: one that is not of its plan is refused
+    # (its seq is past the run's samples), and nothing is touched
+    rj = json.load(open(out / "run.json"))
+    rj["status"] = "interrupted"
+    (out / "run.json").write_text(json.dumps(rj))
+    with open(out / "samples.csv", newline="") as f:
+        table = list(csv.reader(f))
+    table[1][0] = "999"
+    with open(out / "samples.csv", "w", newline="") as f:
+        csv.writer(f).writerows(table)
+    before = (out / "samples.csv").read_bytes()
+    p = sweep(kvbench_bin, other, out, tiny, "--resume")
+    assert p.returncode == 2 and "samples.csv: data row 1: seq '999'" in p.stderr, p.stderr
+    assert (out / "samples.csv").read_bytes() == before
+    assert json.load(open(out / "run.json"))["status"] == "interrupted"
 
 
 def test_shards_merge_to_the_single_run(kvbench_bin, tiny, tmp_path):
@@ -162,6 +177,45 @@ def test_shards_merge_to_the_single_run(kvbench_bin, tiny, tmp_path):
     p = subprocess.run([kvbench_bin, "merge", str(tmp_path / "m2"), shards[0], shards[0]],
                        capture_output=True, text=True)
     assert p.returncode == 2 and "same shard" in p.stderr
+
+    def merge(*args):
+        return subprocess.run([kvbench_bin, "merge", *map(str, args)], capture_output=True, text=True)
+
+    # a finished run is not overwritten without --force, a shard never
+    before = (merged / "samples.csv").read_bytes()
+    p = merge(merged, *shards)
+    assert p.returncode == 2 and "already holds a run" in p.stderr, p.stderr
+    assert merge("--force", merged, *shards).returncode == 0
+    assert (merged / "samples.csv").read_bytes() == before
+    shard0 = (tmp_path / "shard0" / "samples.csv").read_bytes()
+    p = merge("--force", shards[0], *shards)
+    assert p.returncode == 2 and "is the shard" in p.stderr, p.stderr
+    assert (tmp_path / "shard0" / "samples.csv").read_bytes() == shard0
+    # every shard of the set, and rows that belong to their shard
+    p = merge(tmp_path / "m3", shards[0], shards[1])
+    assert p.returncode == 2 and "missing 2/3" in p.stderr, p.stderr
+    assert not (tmp_path / "m3").exists()
+    with open(tmp_path / "shard1" / "samples.csv", newline="") as f:
+        table = list(csv.reader(f))
+    col = {c: i for i, c in enumerate(table[0])}
+    for column, value, msg in (("score", "5", "score '5', expected a number in [0, 1]"),
+                               ("score", "nan", "score 'nan'"),
+                               ("seq", "0", "seq '0', expected an integer in [0, 7) of shard 1/3"),
+                               ("budget", "-7x", "budget '-7x'")):
+        bad = tmp_path / f"bad_{column}_{value}"
+        subprocess.run(["cp", "-r", shards[1], str(bad)], check=True)
+        t = [list(r) for r in table]
+        t[2][col[column]] = value
+        with open(bad / "samples.csv", "w", newline="") as f:
+            csv.writer(f).writerows(t)
+        p = merge(tmp_path / "m4", shards[0], bad, shards[2])
+        assert p.returncode == 2, (column, p.stderr)
+        assert f"{bad}/samples.csv: data row 2: {msg}" in p.stderr, p.stderr
+        assert not (tmp_path / "m4").exists()
+    # the latency part runs in shard 0: its latency.csv goes with the merge
+    (tmp_path / "shard0" / "latency.csv").write_text("method,context\nfull,64\n")
+    assert merge("--force", merged, *shards).returncode == 0
+    assert (merged / "latency.csv").read_text() == "method,context\nfull,64\n"
 
 
 def test_plots(kvbench_bin, tiny, tmp_path):
