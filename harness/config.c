@@ -1,6 +1,7 @@
 /* config.c - sweep config parsing and the cell plan (config.h, docs/CONFIG.md). */
 #include "harness/config.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +128,15 @@ static int add_cells(kb_sweep_config *c, const cJSON *m, int mi, const int *gb, 
     return rc;
 }
 
+/* A run name is one directory under results/: no separator, no "..". */
+static int run_name_ok(const char *s) {
+    size_t n = strlen(s);
+    if (n < 1 || n > 100 || !strcmp(s, ".") || !strcmp(s, "..")) return 0;
+    for (; *s; s++)
+        if (!isalnum((unsigned char)*s) && *s != '.' && *s != '_' && *s != '-') return 0;
+    return 1;
+}
+
 static int resolve(kb_sweep_config *c, kb_err *err) {
     const cJSON *r = c->root;
     const char *w = c->path;
@@ -134,6 +144,9 @@ static int resolve(kb_sweep_config *c, kb_err *err) {
     if (rc) return rc;
     const char *s;
     if ((rc = json_get_string(r, w, "name", 0, NULL, &s, err))) return rc;
+    if (s && !run_name_ok(s))
+        return kb_fail(err, KB_EINPUT, "%s: key 'name': expected 1-100 letters, digits, '.', '_' or '-' "
+                       "(not \".\" or \"..\": it names the directory results/<name>), got \"%s\"", w, s);
     c->name = s;
     if ((rc = json_get_string(r, w, "model", 0, NULL, &c->model, err))) return rc;
     long v;
@@ -231,6 +244,10 @@ int sweep_config_load_with(const char *path, char *const *overrides, int n_over,
         snprintf(base, sizeof base, "%s", b);
         char *dot = strrchr(base, '.');
         if (dot) *dot = 0;
+        for (char *q = base; *q; q++) /* the file's name, made a run name */
+            if (!isalnum((unsigned char)*q) && *q != '.' && *q != '_' && *q != '-') *q = '_';
+        base[100] = 0;
+        if (!run_name_ok(base)) snprintf(base, sizeof base, "run"); /* a file name such as ".json" */
         c->name = base;
     }
     if (rc) sweep_config_free(c);

@@ -291,6 +291,10 @@ BAD = [
     ({"tasks": [{"task": "needle", "wordz": [10]}]}, "wordz"),
     ({"tasks": [{"task": "nosuch"}]}, "unknown task 'nosuch'"),
     ({"methods": ["full", "full"]}, "duplicate cell"),
+    ({"name": "../../escaped"}, "key 'name'"),
+    ({"name": ""}, "key 'name'"),
+    ({"name": "a\nb"}, "key 'name'"),
+    ({"name": ".."}, "key 'name'"),
 ]
 
 
