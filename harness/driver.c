@@ -532,19 +532,53 @@ static int fid_reference(drv *d, const kb_sample *s, const sample_prep *sp, kb_e
     return 0;
 }
 
-static int prepare_sample(drv *d, const kb_sample *s, sample_prep *sp, kb_err *err) {
-    memset(sp, 0, sizeof *sp);
-    int rc = s->multi_request ? render_shared_prefix(&d->rend, s, &sp->first, err)
-                              : render_first_turn(&d->rend, s, &sp->first, err);
+/* The sample's first prompt (the shared prefix of a multi-request one),
+ * rendered and checked to fit the model with its new tokens. */
+static int render_fitting(drv *d, const kb_sample *s, kb_tokens *t, kb_err *err) {
+    int rc = s->multi_request ? render_shared_prefix(&d->rend, s, t, err) : render_first_turn(&d->rend, s, t, err);
     if (rc) return rc;
-    int n_ctx = d->m->hp.n_ctx_train, need = sp->first.n + max_new_of(s);
-    if (sp->first.n < 2 || need > n_ctx) {
+    int n_ctx = d->m->hp.n_ctx_train, need = t->n + max_new_of(s);
+    if (t->n < 2 || need > n_ctx) {
         rc = kb_fail(err, KB_EINPUT, "%s/%s: prompt of %d tokens + %d new does not fit the model "
                      "context %d (or is shorter than 2 tokens)",
-                     s->task, s->id, sp->first.n, max_new_of(s), n_ctx);
-        tokens_free(&sp->first);
-        return rc;
+                     s->task, s->id, t->n, max_new_of(s), n_ctx);
+        tokens_free(t);
     }
+    return rc;
+}
+
+/* Before anything runs or is written (and in --dry-run): every prompt of
+ * this shard fits the model, and so does every context of the latency part
+ * (a context at the limit is lowered to leave room for the decode, as
+ * bench methods does). A bad plan fails here, not hours into the run. */
+static int plan_check(drv *d, const kb_sweep_config *cfg, const kb_sample_list *samples,
+                      const kb_sweep_opts *o, kb_err *err) {
+    int n_ctx = d->m->hp.n_ctx_train, dt = cfg->latency.decode_tokens;
+    for (int i = 0; cfg->latency.enabled && i < cfg->latency.n_contexts; i++) {
+        int c = cfg->latency.contexts[i];
+        if (c > n_ctx || (c + dt > n_ctx && c <= dt))
+            return kb_fail(err, KB_EINPUT, "%s: key 'latency': context %d + %d decode tokens does not fit "
+                           "the model context of %d tokens", cfg->path, c, dt, n_ctx);
+    }
+    for (int i = 0; i < samples->n; i++) {
+        if (o->shard_n > 1 && i % o->shard_n != o->shard_i) continue;
+        kb_tokens t;
+        memset(&t, 0, sizeof t);
+        int rc = render_fitting(d, &samples->v[i], &t, err);
+        if (rc) {
+            kb_err_prefix(err, "%s", cfg->path);
+            return rc;
+        }
+        tokens_free(&t);
+    }
+    return 0;
+}
+
+static int prepare_sample(drv *d, const kb_sample *s, sample_prep *sp, kb_err *err) {
+    memset(sp, 0, sizeof *sp);
+    int rc = render_fitting(d, s, &sp->first, err);
+    if (rc) return rc;
+    int need = sp->first.n + max_new_of(s);
     sp->L = sp->first.n;
     /* the shared prefill + one method's copy (+ the fidelity history) */
     rc = model_check_memory(d->m, need, d->cfg->fidelity ? 3 : 2, d->cfg->kv_dtype, err);
@@ -594,6 +628,7 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
     /* the plan */
     kb_sample_list samples = {0};
     if ((rc = gen_samples(&d, &samples, err))) goto done_samples;
+    if ((rc = plan_check(&d, &cfg, &samples, o, err))) goto done_samples;
     long todo = 0;
     for (int i = 0; i < samples.n; i++)
         if (o->shard_n <= 1 || i % o->shard_n == o->shard_i) todo++;

@@ -291,6 +291,13 @@ BAD = [
     ({"tasks": [{"task": "needle", "wordz": [10]}]}, "wordz"),
     ({"tasks": [{"task": "nosuch"}]}, "unknown task 'nosuch'"),
     ({"methods": ["full", "full"]}, "duplicate cell"),
+    # found before anything runs: the second task's prompts and the latency
+    # part's context do not fit the tiny model's 2048 tokens
+    ({"tasks": [{"task": "needle", "words": [60], "depths": [0.5], "per_cell": 1, "max_new": 6},
+                {"task": "needle", "words": [3000], "depths": [0.5], "per_cell": 1, "max_new": 6}]},
+     "does not fit the model context 2048"),
+    ({"latency": {"contexts": [4096], "decode_tokens": 2, "reps": 1}},
+     "key 'latency': context 4096 + 2 decode tokens does not fit"),
     ({"name": "../../escaped"}, "key 'name'"),
     ({"name": ""}, "key 'name'"),
     ({"name": "a\nb"}, "key 'name'"),
