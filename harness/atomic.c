@@ -66,12 +66,17 @@ int make_dirs(const char *path, kb_err *err) {
         if (*p != '/') continue;
         *p = 0;
         if (mkdir(buf, 0777) && errno != EEXIST)
-            return kb_fail(err, KB_ERUNTIME, "%s: cannot create directory: %s", buf,
+            return kb_fail(err, KB_EINPUT, "%s: cannot create directory: %s", buf,
                            strerror(errno));
         *p = '/';
     }
     if (mkdir(buf, 0777) && errno != EEXIST)
-        return kb_fail(err, KB_ERUNTIME, "%s: cannot create directory: %s", buf, strerror(errno));
+        return kb_fail(err, KB_EINPUT, "%s: cannot create directory: %s", buf, strerror(errno));
+    struct stat st;
+    if (stat(buf, &st) || !S_ISDIR(st.st_mode))
+        return kb_fail(err, KB_EINPUT, "%s: exists and is not a directory", buf);
+    if (access(buf, W_OK | X_OK))
+        return kb_fail(err, KB_EINPUT, "%s: directory is not writable: %s", buf, strerror(errno));
     return 0;
 }
 
@@ -93,4 +98,37 @@ int atomic_clean_stale(const char *dir) {
     }
     closedir(d);
     return n;
+}
+
+int check_out_path(const char *path, int want_dir, kb_err *err) {
+    struct stat st;
+    if (!*path) return kb_fail(err, KB_EINPUT, "an empty output path");
+    if (stat(path, &st) == 0) {
+        if (!want_dir && S_ISDIR(st.st_mode))
+            return kb_fail(err, KB_EINPUT, "%s: is a directory, expected a file to write", path);
+        if (want_dir && !S_ISDIR(st.st_mode))
+            return kb_fail(err, KB_EINPUT, "%s: exists and is not a directory", path);
+        if (want_dir && access(path, W_OK | X_OK))
+            return kb_fail(err, KB_EINPUT, "%s: directory is not writable: %s", path, strerror(errno));
+        if (want_dir) return 0;
+    }
+    /* the file (or the directory to make) goes into its parent, which must be
+     * a writable directory; a directory path's missing ancestors are made */
+    char parent[4096];
+    if (strlen(path) >= sizeof parent) return kb_fail(err, KB_EINPUT, "%s: path too long", path);
+    strcpy(parent, path);
+    size_t n = strlen(parent);
+    while (n > 1 && parent[n - 1] == '/') parent[--n] = 0;
+    char *slash = strrchr(parent, '/');
+    if (!slash) strcpy(parent, ".");
+    else if (slash == parent) parent[1] = 0;
+    else *slash = 0;
+    if (stat(parent, &st) != 0) {
+        if (want_dir) return check_out_path(parent, 1, err);
+        return kb_fail(err, KB_EINPUT, "%s: directory %s does not exist", path, parent);
+    }
+    if (!S_ISDIR(st.st_mode)) return kb_fail(err, KB_EINPUT, "%s: %s is not a directory", path, parent);
+    if (access(parent, W_OK | X_OK))
+        return kb_fail(err, KB_EINPUT, "%s: cannot write in %s: %s", path, parent, strerror(errno));
+    return 0;
 }

@@ -23,7 +23,13 @@ int atomic_write(const char *path, const void *data, size_t len, kb_err *err);
 /* Removes temporaries left in dir by processes that died mid-write (SIGKILL):
  * files named <name>.tmp.<pid> whose pid is not running. Returns the count. */
 int atomic_clean_stale(const char *dir);
-/* mkdir -p */
+/* mkdir -p; the path must end up a writable directory, else KB_EINPUT (an
+ * output path the user gave: exit 2) */
 int make_dirs(const char *path, kb_err *err);
+/* Before the work, for an output path the user gave: a file (want_dir 0) must
+ * not be a directory and its directory must exist and be writable; a
+ * directory (want_dir 1) must be a writable directory or be makeable under
+ * one. Nothing is created. KB_EINPUT with the path on failure. */
+int check_out_path(const char *path, int want_dir, kb_err *err);
 
 #endif

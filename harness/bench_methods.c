@@ -699,12 +699,18 @@ int bench_latency(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_er
     int rc = 0;
     if (fill == KB_FILL_PREFILL) {
         const char *base = o->out_dir ? o->out_dir : (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+        struct stat st;
+        int made = o->out_dir && stat(o->out_dir, &st) != 0; /* an error leaves no directory behind */
         if (o->out_dir && (rc = make_dirs(o->out_dir, err))) return rc;
         snprintf(snapdir, sizeof snapdir, "%s/.kvbench-prefill.%ld", base, (long)getpid());
-        if (mkdir(snapdir, 0700) && errno != EEXIST)
-            return kb_fail(err, KB_ERUNTIME, "%s: cannot create: %s", snapdir, strerror(errno));
+        if (mkdir(snapdir, 0700) && errno != EEXIST) {
+            rc = kb_fail(err, KB_EINPUT, "%s: cannot create: %s", snapdir, strerror(errno));
+            if (made) rmdir(o->out_dir);
+            return rc;
+        }
         if ((rc = make_snapshots(o, ctx, nctx, W, snapdir, err))) {
             remove_snapshots(snapdir, ctx, nctx);
+            if (made) rmdir(o->out_dir);
             return rc;
         }
     }
@@ -956,9 +962,13 @@ int bench_methods(int argc, char **argv) {
         for (int i = 0; i < method_count(); i++)
             if (method_at(i)->needs_budget && nops < 64) ops[nops++] = method_at(i);
     }
+    kb_err err = {0};
+    if (out && check_out_path(out, 1, &err)) {
+        fprintf(stderr, "kvbench bench methods: --out %s\n", err.msg);
+        return 2;
+    }
     kb_cell *cells = KB_CALLOC((size_t)nops * nb, sizeof *cells);
     int ncells = 0, rc = 0;
-    kb_err err = {0};
     for (int i = 0; i < nops && !rc; i++)
         for (int b = 0; b < (ops[i]->needs_budget ? nb : 1) && !rc; b++) {
             kb_cell *cell = &cells[ncells];

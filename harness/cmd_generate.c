@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/atomic.h"
 #include "harness/cli.h"
 #include "harness/engine/model.h"
 #include "harness/json.h"
@@ -120,6 +121,16 @@ int cmd_generate(int argc, char **argv) {
     if (!prompt == !file) {
         fprintf(stderr, "kvbench generate: give the prompt with exactly one of -p TEXT or -f FILE\n");
         BAD();
+    }
+    if (trace_layer >= 0) {
+        kb_err e = {0};
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s", trace_dir ? trace_dir : "");
+        if (!trace_dir) snprintf(dir, sizeof dir, "trace_L%ld", trace_layer);
+        if (check_out_path(dir, 1, &e)) {
+            fprintf(stderr, "kvbench generate: --trace-dir %s\n", e.msg);
+            BAD();
+        }
     }
     if (threads) omp_set_num_threads((int)threads);
     kb_err err = {0};

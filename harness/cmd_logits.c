@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/atomic.h"
 #include "harness/cli.h"
 #include "harness/engine/model.h"
 #include "harness/json.h"
@@ -93,6 +94,10 @@ int cmd_logits(int argc, char **argv) {
         return 2;
     }
     kb_err err = {0};
+    if (check_out_path(out, 0, &err)) {
+        fprintf(stderr, "kvbench logits: --out %s\n", err.msg);
+        return 2;
+    }
     kb_model *m;
     int rc = model_load(cli_model_path(model), &m, &err);
     if (rc) {

@@ -78,6 +78,11 @@ int cmd_merge(int argc, char **argv) {
     }
     const char *out = argv[1];
     int ns = argc - 2;
+    kb_err err = {0};
+    if (check_out_path(out, 1, &err)) {
+        fprintf(stderr, "kvbench merge: OUT_DIR %s\n", err.msg);
+        return 2;
+    }
     char rj[1200];
     struct stat st_rj;
     snprintf(rj, sizeof rj, "%s/run.json", out);
@@ -92,7 +97,6 @@ int cmd_merge(int argc, char **argv) {
                     argv[2 + i]);
             return 2;
         }
-    kb_err err = {0};
     kb_table *tabs = calloc((size_t)ns, sizeof *tabs);
     cJSON **runs = calloc((size_t)ns, sizeof *runs);
     int rc = 0;

@@ -470,7 +470,7 @@ int cmd_plot(int argc, char **argv) {
     gp_quote(pc.scripts_q, sizeof pc.scripts_q, pc.scripts);
     if (make_dirs(pc.dir, &err)) {
         fprintf(stderr, "kvbench plot: %s\n", err.msg);
-        return 1;
+        return 2;
     }
     if (have_sum) {
         accuracy_plots(&pc, &sum);

@@ -172,6 +172,10 @@ int cmd_prompts(int argc, char **argv) {
     }
     const char *cfg_path = argv[optind];
     kb_err err = {0};
+    if (out_path && check_out_path(out_path, 0, &err)) {
+        fprintf(stderr, "kvbench prompts: --out %s\n", err.msg);
+        return 2;
+    }
     cJSON *root = NULL;
     int rc = json_load_file(cfg_path, &root, &err);
     if (rc) {

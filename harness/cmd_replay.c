@@ -137,6 +137,11 @@ int cmd_replay(int argc, char **argv) {
 
     /* the method's JSON object: --config, then --method/--budget/--param on top */
     kb_err err = {0};
+    if (check_out_path(out_dir, 1, &err)) {
+        free(params);
+        fprintf(stderr, "kvbench replay: --out %s\n", err.msg);
+        return 2;
+    }
     cJSON *obj = NULL;
     if (config) {
         if (json_parse(config, strlen(config), "--config", &obj, &err) || !cJSON_IsObject(obj)) {

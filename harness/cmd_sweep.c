@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/atomic.h"
 #include "harness/cli.h"
 #include "harness/driver.h"
 
@@ -86,6 +87,11 @@ int cmd_sweep(int argc, char **argv) {
     o.overrides = sets;
     o.n_overrides = nsets;
     kb_err err = {0};
+    if (o.out_dir && check_out_path(o.out_dir, 1, &err)) {
+        fprintf(stderr, "kvbench sweep: --out %s\n", err.msg);
+        free(sets);
+        return 2;
+    }
     int rc = sweep_run(&o, &err);
     if (rc) fprintf(stderr, "kvbench sweep: %s\n", err.msg);
     free(sets);

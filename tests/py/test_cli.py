@@ -177,3 +177,47 @@ def test_bench_errors(kvbench_bin, tiny):
     for args, msg in cases:
         p = run(kvbench_bin, "bench", *args)
         assert p.returncode == 2 and msg in p.stderr, (args, p.stderr)
+
+
+def test_output_paths(kvbench_bin, tiny, tmp_path):
+    """An output path that cannot be used is refused before any work, with exit
+    2 and the path in the message; what is there is left alone (a regular file
+    stands where a directory is expected, a directory where a file is)."""
+    afile = tmp_path / "afile"
+    afile.write_text("keep me\n")
+    adir = tmp_path / "adir"
+    adir.mkdir()
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"tasks": [{"task": "needle", "words": [40], "depths": [0.5],
+                                          "per_cell": 1, "max_new": 2}],
+                               "methods": ["full"]}))
+    cases = [
+        (["sweep", cfg, "-m", tiny, "--out", afile], "exists and is not a directory"),
+        (["sweep", cfg, "-m", tiny, "--out", ""], "empty output path"),
+        (["merge", afile, tmp_path / "s0"], "exists and is not a directory"),
+        (["bench", "methods", "-m", tiny, "--methods", "full", "--contexts", "64", "--out", afile],
+         "exists and is not a directory"),
+        (["replay", "--trace", adir, "--out", afile, "--method", "full"], "exists and is not a directory"),
+        (["generate", "-m", tiny, "-p", "hi", "--max-new", "2", "--dump-trace", "0", "--trace-dir", afile],
+         "exists and is not a directory"),
+        (["logits", "-m", tiny, "--tokens", "1,2", "--out", adir], "is a directory"),
+        (["logits", "-m", tiny, "--tokens", "1,2", "--out", tmp_path / "no" / "x.npy"], "does not exist"),
+        (["prompts", cfg, "--counter", "bytes4", "-o", adir], "is a directory"),
+    ]
+    for args, msg in cases:
+        p = run(kvbench_bin, *args)
+        assert p.returncode == 2, (args, p.returncode, p.stderr)
+        assert msg in p.stderr, (args, p.stderr)
+    assert afile.read_text() == "keep me\n" and os.listdir(adir) == []
+    assert not (tmp_path / "no").exists()
+    # plots/ taken by a file; a bad context after --out: no directory left
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "latency.csv").write_text("method,context,speedup_vs_full\nfull,64,1\n")
+    (run_dir / "plots").write_text("")
+    p = run(kvbench_bin, "plot", run_dir)
+    assert p.returncode == 2 and "plots: exists and is not a directory" in p.stderr, p.stderr
+    p = run(kvbench_bin, "bench", "methods", "-m", tiny, "--methods", "full", "--contexts", "9999",
+            "--out", tmp_path / "new", "--fill", "prefill")
+    assert p.returncode == 2 and "exceeds the model context" in p.stderr, p.stderr
+    assert not (tmp_path / "new").exists()
