@@ -14,6 +14,7 @@
 #include "harness/cli.h"
 #include "harness/engine/gguf.h"
 #include "harness/engine/tokenizer.h"
+#include "harness/json.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -91,17 +92,6 @@ static void ob_json_str(outbuf *o, const char *s) {
         }
     }
     ob_put(o, "\"\n", 2);
-}
-
-/* 1 if a JSON line has the escape \u0000 (which cJSON's NUL-terminated
- * strings cannot hold). */
-static int has_nul_escape(const char *line) {
-    for (const char *p = line; *p; p++) {
-        if (*p != '\\') continue;
-        if (p[1] == 'u' && !strncmp(p + 2, "0000", 4)) return 1;
-        if (p[1]) p++; /* skip the escaped character */
-    }
-    return 0;
 }
 
 /* Parses "12 7 99" (spaces, tabs or commas between ids). */
@@ -337,6 +327,12 @@ int cmd_tokenize(int argc, char **argv) {
         long lineno = 0;
         while (!rc && (len = getline(&line, &line_cap, in)) >= 0) {
             lineno++;
+            if (memchr(line, 0, (size_t)len)) {
+                fprintf(stderr, "kvbench tokenize: %s:%ld: a NUL byte in the line, expected JSON text\n",
+                        jsonl, lineno);
+                rc = 2;
+                break;
+            }
             while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
             size_t k = 0;
             while (k < (size_t)len && (line[k] == ' ' || line[k] == '\t')) k++;
@@ -385,7 +381,7 @@ int cmd_tokenize(int argc, char **argv) {
                     /* cJSON strings are NUL-terminated: an escaped \u0000
                      * inside the text would cut it short, so refuse it. */
                     const char *s = txt->valuestring;
-                    if (has_nul_escape(line)) {
+                    if (json_has_nul_escape(line, strlen(line))) {
                         fprintf(stderr, "kvbench tokenize: %s:%ld: text contains \\u0000, which is "
                                         "not supported\n", jsonl, lineno);
                         rc = 2;
@@ -403,6 +399,10 @@ int cmd_tokenize(int argc, char **argv) {
             cJSON_Delete(j);
         }
         free(line);
+        if (!rc && in && ferror(in)) {
+            fprintf(stderr, "kvbench tokenize: %s: read error: %s\n", jsonl, strerror(errno));
+            rc = 2;
+        }
         if (in) fclose(in);
     }
     if (!rc) {

@@ -230,6 +230,15 @@ int json_get_string_array(const cJSON *obj, const char *where, const char *key, 
     return 0;
 }
 
+int json_has_nul_escape(const char *s, size_t n) {
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (s[i] != '\\') continue;
+        if (s[i + 1] == 'u' && i + 6 <= n && !strncmp(s + i + 2, "0000", 4)) return 1;
+        i++; /* skip the escaped character */
+    }
+    return 0;
+}
+
 int jsonl_foreach(const char *path, json_line_fn fn, void *ctx, kb_err *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return kb_fail(err, KB_EINPUT, "%s: cannot open: %s", path, strerror(errno));
@@ -252,6 +261,11 @@ int jsonl_foreach(const char *path, json_line_fn fn, void *ctx, kb_err *err) {
             rc = kb_fail(err, KB_EINPUT, "%s: contains a NUL byte; expected a JSON object", name);
             break;
         }
+        if (json_has_nul_escape(line, l)) {
+            rc = kb_fail(err, KB_EINPUT, "%s: \\u0000 in a string is not supported (the text would end there)",
+                         name);
+            break;
+        }
         j = cJSON_ParseWithLength(line, l);
         if (!j || !cJSON_IsObject(j)) {
             cJSON_Delete(j);
@@ -265,7 +279,7 @@ int jsonl_foreach(const char *path, json_line_fn fn, void *ctx, kb_err *err) {
             break;
         }
     }
-    if (!rc && ferror(f)) rc = kb_fail(err, KB_EINPUT, "%s: read error", path);
+    if (!rc && ferror(f)) rc = kb_fail(err, KB_EINPUT, "%s: read error: %s", path, strerror(errno));
     free(line);
     fclose(f);
     return rc;

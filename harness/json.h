@@ -42,6 +42,8 @@ int json_as_int(const cJSON *item, const char *where, const char *key, long lo, 
  * does not parse as a JSON object gives "file:LINE: ..." and stops. A non-zero
  * return from fn stops and is returned (fn fills err; the caller's error is
  * prefixed with file:line). */
+/* 1 if s[0..n) holds the escape \u0000 (cJSON would end the string there). */
+int json_has_nul_escape(const char *s, size_t n);
 typedef int (*json_line_fn)(const cJSON *obj, long lineno, void *ctx, kb_err *err);
 int jsonl_foreach(const char *path, json_line_fn fn, void *ctx, kb_err *err);
 

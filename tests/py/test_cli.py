@@ -221,3 +221,26 @@ def test_output_paths(kvbench_bin, tiny, tmp_path):
             "--out", tmp_path / "new", "--fill", "prefill")
     assert p.returncode == 2 and "exceeds the model context" in p.stderr, p.stderr
     assert not (tmp_path / "new").exists()
+
+
+def test_jsonl_nul(kvbench_bin, tiny, tmp_path):
+    """JSONL text cannot hold a NUL: C strings would end there and the rest of
+    the text would be dropped without a word. Both forms (the escape and the
+    raw byte) are refused with the file and line; a literal backslash-u0000
+    (the escaped backslash) is ordinary text. A directory is not a file."""
+    esc = tmp_path / "esc.jsonl"
+    esc.write_text('{"pred": "a", "answers": ["a"]}\n{"pred": "a\\u0000b", "answers": ["a"]}\n')
+    p = run(kvbench_bin, "score", "--metric", "exact_match", esc)
+    assert p.returncode == 2 and f"{esc}:2: \\u0000" in p.stderr, p.stderr
+    lit = tmp_path / "lit.jsonl"
+    lit.write_text('{"pred": "x\\\\u0000b", "answers": ["u0000b"]}\n')
+    p = run(kvbench_bin, "score", "--metric", "exact_match", lit)
+    assert p.returncode == 0 and p.stdout.startswith("1\n"), (p.stdout, p.stderr)
+    p = run(kvbench_bin, "score", "--metric", "exact_match", tmp_path)
+    assert p.returncode == 2 and "read error" in p.stderr, p.stderr
+    raw = tmp_path / "raw.jsonl"
+    raw.write_bytes(b'"hello"\n"a\x00b"\n')
+    p = run(kvbench_bin, "tokenize", "-m", tiny, "--jsonl", raw)
+    assert p.returncode == 2 and f"{raw}:2: a NUL byte" in p.stderr, p.stderr
+    p = run(kvbench_bin, "tokenize", "-m", tiny, "--jsonl", tmp_path)
+    assert p.returncode == 2 and "read error" in p.stderr and p.stdout == "", p.stderr
