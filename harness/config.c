@@ -87,6 +87,8 @@ static int add_cells(kb_sweep_config *c, const cJSON *m, int mi, const int *gb, 
     }
     int bl[64], nb = 0;
     const cJSON *bj = rc ? NULL : cJSON_GetObjectItemCaseSensitive(obj, "budgets");
+    if (!rc && bj && cJSON_GetObjectItemCaseSensitive(obj, "budget"))
+        rc = kb_fail(err, KB_EINPUT, "%s: keys 'budget' and 'budgets' both given: use one", where);
     if (!rc && bj) rc = int_array(bj, where, "budgets", 1, 1 << 24, bl, 64, &nb, err);
     else if (!rc && cJSON_GetObjectItemCaseSensitive(obj, "budget")) nb = -1; /* single, as given */
     else if (!rc && ops->needs_budget) {

@@ -298,6 +298,7 @@ BAD = [
      "does not fit the model context 2048"),
     ({"latency": {"contexts": [4096], "decode_tokens": 2, "reps": 1}},
      "key 'latency': context 4096 + 2 decode tokens does not fit"),
+    ({"methods": [{"method": "rocketkv", "budget": 32, "budgets": [64]}]}, "'budget' and 'budgets' both"),
     ({"name": "../../escaped"}, "key 'name'"),
     ({"name": ""}, "key 'name'"),
     ({"name": "a\nb"}, "key 'name'"),
