@@ -323,7 +323,7 @@ static void heatmaps(plotctx *pc, const kb_table *smp) {
                     fprintf(a.f, "%d %d %.6g\n", xi, yi,
                             cnt[yi * nx + xi] ? sum[yi * nx + xi] / cnt[yi * nx + xi] : NAN);
             if (!atomic_commit(&a, NULL)) {
-                char xt[4096] = "", yt[4096] = "", vars[9000];
+                char xt[4096] = "", yt[4096] = "", vars[10000];
                 size_t o = 0;
                 for (int i = 0; i < nx && o < sizeof xt - 64; i++)
                     o += (size_t)snprintf(xt + o, sizeof xt - o, "%s\"%.0f\" %d", i ? "," : "",
@@ -339,7 +339,7 @@ static void heatmaps(plotctx *pc, const kb_table *smp) {
                          "xt='%s'\nyt='%s'\n",
                          label_q, budget_q, pc->model, nx, ny, xt, yt);
                 /* heatmap.gp plots "datafile" directly */
-                char v2[12000];
+                char v2[13000];
                 snprintf(v2, sizeof v2, "datafile='%s/%s.dat'\n%s", pc->dir_q, out, vars);
                 gnuplot(pc, "heatmap.gp", out, v2);
             }
