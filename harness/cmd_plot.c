@@ -470,6 +470,9 @@ int cmd_plot(int argc, char **argv) {
     gp_quote(pc.scripts_q, sizeof pc.scripts_q, pc.scripts);
     if (make_dirs(pc.dir, &err)) {
         fprintf(stderr, "kvbench plot: %s\n", err.msg);
+        if (have_sum) table_free(&sum);
+        if (have_smp) table_free(&smp);
+        if (have_lat) table_free(&lat);
         return 2;
     }
     if (have_sum) {
