@@ -72,12 +72,7 @@ int make_dirs(const char *path, kb_err *err) {
     }
     if (mkdir(buf, 0777) && errno != EEXIST)
         return kb_fail(err, KB_EINPUT, "%s: cannot create directory: %s", buf, strerror(errno));
-    struct stat st;
-    if (stat(buf, &st) || !S_ISDIR(st.st_mode))
-        return kb_fail(err, KB_EINPUT, "%s: exists and is not a directory", buf);
-    if (access(buf, W_OK | X_OK))
-        return kb_fail(err, KB_EINPUT, "%s: directory is not writable: %s", buf, strerror(errno));
-    return 0;
+    return check_out_path(buf, 1, err); /* it exists now: a writable directory? */
 }
 
 int atomic_clean_stale(const char *dir) {

@@ -47,6 +47,11 @@ extern const int kb_latency_ncols;
 
 /* Median of v[0..n) (sorts v). */
 double bench_median(double *v, int n);
+/* The context a latency cell of `ctx` tokens decodes from, with `decode`
+ * steps, in a model of n_ctx tokens: ctx itself, or n_ctx - decode for a
+ * context at the model's limit (room for the decode, as bench engine); -1
+ * when it cannot fit. */
+int bench_context_fit(int ctx, int decode, int n_ctx);
 /* "512,2048" -> out[]; returns count or -1 after printing an error. */
 int bench_parse_list(const char *cmd, const char *opt, const char *s, int *out, int max, int lo,
                      int hi);

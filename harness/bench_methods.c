@@ -580,6 +580,11 @@ static cell_out cell_row(kb_table *t, const kb_lat_opts *o, const kb_cell *cell,
     return co;
 }
 
+int bench_context_fit(int ctx, int decode, int n_ctx) {
+    if (ctx + decode <= n_ctx) return ctx;
+    return ctx <= n_ctx && ctx > decode ? n_ctx - decode : -1;
+}
+
 static int cmp_int_desc(const void *a, const void *b) {
     int x = *(const int *)a, y = *(const int *)b;
     return (x < y) - (x > y);
@@ -593,21 +598,20 @@ static int make_snapshots(const kb_lat_opts *o, int *ctx, int nctx, int W, const
     if (rc) return rc;
     const kb_hparams *hp = &m->hp;
     /* a context at the model's limit leaves room for the decode (as bench engine) */
-    for (int i = 0; i < nctx; i++)
-        if (ctx[i] + o->decode_tokens > hp->n_ctx_train && ctx[i] <= hp->n_ctx_train &&
-            ctx[i] > o->decode_tokens) {
-            if (!o->quiet)
-                fprintf(stderr, "kvbench %s: context %d -> %d (room for %d decode tokens)\n", o->cmd,
-                        ctx[i], hp->n_ctx_train - o->decode_tokens, o->decode_tokens);
-            ctx[i] = hp->n_ctx_train - o->decode_tokens;
-        }
     int longest = 0;
-    for (int i = 0; i < nctx; i++) longest = KB_MAX(longest, ctx[i]);
-    if (longest + o->decode_tokens > hp->n_ctx_train) {
-        rc = kb_fail(err, KB_EINPUT, "context %d + %d decode tokens exceeds the model context of %d tokens",
-                     longest, o->decode_tokens, hp->n_ctx_train);
-        model_free(m);
-        return rc;
+    for (int i = 0; i < nctx; i++) {
+        int c = bench_context_fit(ctx[i], o->decode_tokens, hp->n_ctx_train);
+        if (c < 0) {
+            rc = kb_fail(err, KB_EINPUT, "context %d + %d decode tokens exceeds the model context of %d tokens",
+                         ctx[i], o->decode_tokens, hp->n_ctx_train);
+            model_free(m);
+            return rc;
+        }
+        if (c != ctx[i] && !o->quiet)
+            fprintf(stderr, "kvbench %s: context %d -> %d (room for %d decode tokens)\n", o->cmd, ctx[i], c,
+                    o->decode_tokens);
+        ctx[i] = c;
+        longest = KB_MAX(longest, c);
     }
     if ((rc = model_check_memory(m, longest, 1, o->kv, err))) {
         model_free(m);

@@ -122,11 +122,11 @@ int cmd_generate(int argc, char **argv) {
         fprintf(stderr, "kvbench generate: give the prompt with exactly one of -p TEXT or -f FILE\n");
         BAD();
     }
+    char dir[1024]; /* the trace's directory */
+    if (trace_dir) snprintf(dir, sizeof dir, "%s", trace_dir);
+    else snprintf(dir, sizeof dir, "trace_L%ld", trace_layer);
     if (trace_layer >= 0) {
         kb_err e = {0};
-        char dir[1024];
-        snprintf(dir, sizeof dir, "%s", trace_dir ? trace_dir : "");
-        if (!trace_dir) snprintf(dir, sizeof dir, "trace_L%ld", trace_layer);
         if (check_out_path(dir, 1, &e)) {
             fprintf(stderr, "kvbench generate: --trace-dir %s\n", e.msg);
             BAD();
@@ -227,9 +227,6 @@ int cmd_generate(int argc, char **argv) {
         double t_dec = kb_now() - t1;
         putchar('\n');
         if (trace_layer >= 0) {
-            char dir[1024];
-            snprintf(dir, sizeof dir, "%s", trace_dir ? trace_dir : "");
-            if (!trace_dir) snprintf(dir, sizeof dir, "trace_L%ld", trace_layer);
             if (!rc) rc = trace_write(dir, &tr, &err);
             if (rc) fprintf(stderr, "kvbench generate: %s\n", err.msg);
             else fprintf(stderr, "kvbench generate: trace of layer %ld in %s/\n", trace_layer, dir);

@@ -50,15 +50,11 @@ static int same_dir(const char *dir, const char *other) {
 }
 
 static int copy_file(const char *from, const char *to, kb_err *err) {
-    FILE *f = fopen(from, "rb");
-    if (!f) return kb_fail(err, KB_EINPUT, "%s: cannot read", from);
-    size_t cap = 1 << 16, n = 0, k;
-    char *buf = KB_MALLOC(cap);
-    while ((k = fread(buf + n, 1, cap - n, f)) > 0)
-        if ((n += k) == cap) buf = KB_REALLOC(buf, cap *= 2);
-    int bad = ferror(f);
-    fclose(f);
-    int rc = bad ? kb_fail(err, KB_EINPUT, "%s: read error", from) : atomic_write(to, buf, n, err);
+    char *buf;
+    size_t n;
+    int rc = file_read_all(from, &buf, &n, err);
+    if (rc) return rc;
+    rc = atomic_write(to, buf, n, err);
     free(buf);
     return rc;
 }
@@ -135,6 +131,7 @@ int cmd_merge(int argc, char **argv) {
     /* the whole set 0/N..N-1/N, and every shard's rows its own samples */
     int N = 0, zero = -1;
     long n_samples = 0;
+    int *sidx = KB_CALLOC((size_t)ns, sizeof *sidx); /* shard i is sidx[i]/N */
     for (int i = 0; i < ns && !rc; i++) {
         int si, sn;
         snprintf(path, sizeof path, "%s/run.json", argv[2 + i]);
@@ -149,6 +146,7 @@ int cmd_merge(int argc, char **argv) {
         N = sn;
         n_samples = (long)ds->valuedouble;
         if (si == 0) zero = i;
+        sidx[i] = si;
         snprintf(path, sizeof path, "%s/samples.csv", argv[2 + i]);
         rc = samples_check(&tabs[i], path, n_samples, si, sn, &err);
     }
@@ -157,14 +155,12 @@ int cmd_merge(int argc, char **argv) {
         size_t o = 0;
         for (int k = 0; k < N && o + 24 < sizeof miss; k++) {
             int have = 0;
-            for (int i = 0; i < ns && !have; i++) {
-                int si, sn;
-                have = !parse_shard(field(runs[i], "shard"), &si, &sn) && si == k;
-            }
+            for (int i = 0; i < ns; i++) have |= sidx[i] == k;
             if (!have) o += (size_t)snprintf(miss + o, sizeof miss - o, "%s%d/%d", o ? ", " : "", k, N);
         }
         rc = kb_fail(&err, KB_EINPUT, "the run has %d shards and %d were given: missing %s", N, ns, miss);
     }
+    free(sidx);
     row_ref *refs = NULL;
     long nrefs = 0;
     if (!rc) {

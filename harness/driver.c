@@ -549,14 +549,14 @@ static int render_fitting(drv *d, const kb_sample *s, kb_tokens *t, kb_err *err)
 
 /* Before anything runs or is written (and in --dry-run): every prompt of
  * this shard fits the model, and so does every context of the latency part
- * (a context at the limit is lowered to leave room for the decode, as
- * bench methods does). A bad plan fails here, not hours into the run. */
+ * (bench_context_fit, the rule the latency part applies). A bad plan fails
+ * here, not hours into the run. */
 static int plan_check(drv *d, const kb_sweep_config *cfg, const kb_sample_list *samples,
                       const kb_sweep_opts *o, kb_err *err) {
     int n_ctx = d->m->hp.n_ctx_train, dt = cfg->latency.decode_tokens;
     for (int i = 0; cfg->latency.enabled && i < cfg->latency.n_contexts; i++) {
         int c = cfg->latency.contexts[i];
-        if (c > n_ctx || (c + dt > n_ctx && c <= dt))
+        if (bench_context_fit(c, dt, n_ctx) < 0)
             return kb_fail(err, KB_EINPUT, "%s: key 'latency': context %d + %d decode tokens does not fit "
                            "the model context of %d tokens", cfg->path, c, dt, n_ctx);
     }
