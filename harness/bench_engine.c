@@ -33,20 +33,27 @@ int bench_parse_list(const char *cmd, const char *opt, const char *s, int *out, 
                      int hi) {
     int n = 0;
     const char *p = s;
-    while (*p) {
+    if (!*p) {
+        fprintf(stderr, "kvbench %s: --%s is empty\n", cmd, opt);
+        return -1;
+    }
+    for (;;) {
         char *end;
         long v = strtol(p, &end, 10);
-        if (end == p || v < lo || v > hi || n == max || (*end && *end != ',')) {
+        if (end == p || v < lo || v > hi || n == max || (*end && *end != ',') ||
+            (*end == ',' && !end[1])) {
             fprintf(stderr, "kvbench %s: --%s expects a comma-separated list of integers in [%d, %d] "
                     "(at most %d), got '%s'\n", cmd, opt, lo, hi, max, s);
             return -1;
         }
+        for (int i = 0; i < n; i++)
+            if (out[i] == (int)v) {
+                fprintf(stderr, "kvbench %s: --%s lists %ld twice in '%s'\n", cmd, opt, v, s);
+                return -1;
+            }
         out[n++] = (int)v;
-        p = *end ? end + 1 : end;
-    }
-    if (!n) {
-        fprintf(stderr, "kvbench %s: --%s is empty\n", cmd, opt);
-        return -1;
+        if (!*end) break;
+        p = end + 1;
     }
     return n;
 }

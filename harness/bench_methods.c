@@ -943,24 +943,31 @@ int bench_methods(int argc, char **argv) {
     const kb_method_ops *ops[64];
     int nops = 0;
     if (methods) {
-        char *dup = kb_strdup(methods), *save = NULL;
-        for (char *tok = strtok_r(dup, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-            const kb_method_ops *mo = method_find(tok);
-            if (!mo) {
-                fprintf(stderr, "kvbench bench methods: --methods: unknown method '%s' (known: %s)\n",
-                        tok, method_names());
+        /* a comma-separated list of distinct method names, no empty item */
+        char *dup = kb_strdup(methods);
+        for (char *tok = dup, *next; tok; tok = next) {
+            next = strchr(tok, ',');
+            if (next) *next++ = 0;
+            const kb_method_ops *mo = *tok ? method_find(tok) : NULL;
+            int seen = 0;
+            for (int i = 0; i < nops; i++) seen |= ops[i] == mo;
+            if (!mo || seen) {
+                if (!*methods)
+                    fprintf(stderr, "kvbench bench methods: --methods is empty\n");
+                else if (!*tok)
+                    fprintf(stderr, "kvbench bench methods: --methods '%s' has an empty item\n",
+                            methods);
+                else if (!mo)
+                    fprintf(stderr, "kvbench bench methods: --methods: unknown method '%s' "
+                            "(known: %s)\n", tok, method_names());
+                else
+                    fprintf(stderr, "kvbench bench methods: --methods lists '%s' twice\n", tok);
                 free(dup);
                 return 2;
             }
-            int seen = 0;
-            for (int i = 0; i < nops; i++) seen |= ops[i] == mo;
-            if (!seen && nops < 64) ops[nops++] = mo;
+            ops[nops++] = mo;
         }
         free(dup);
-        if (!nops) {
-            fprintf(stderr, "kvbench bench methods: --methods is empty\n");
-            return 2;
-        }
     } else {
         ops[nops++] = method_find("full");
         for (int i = 0; i < method_count(); i++)

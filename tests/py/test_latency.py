@@ -169,6 +169,13 @@ def test_bench_methods_errors(kvbench_bin, tmp_path):
         (["-m", "synthetic:smollm2-135m", "--contexts", "9000", "--methods", "full"],
          "exceeds the model context"),
         (["--methods", "rocketkv", "--budgets", "8", "-m", "synthetic:smollm2-135m"], "rocketkv"),
+        # lists: no empty item, no value twice (each would be a silent extra or missing cell)
+        (["--methods", "full,,rocketkv"], "--methods 'full,,rocketkv' has an empty item"),
+        (["--methods", "rocketkv,rocketkv"], "--methods lists 'rocketkv' twice"),
+        (["--methods", ""], "--methods is empty"),
+        (["--budgets", "64,64"], "--budgets lists 64 twice"),
+        (["--budgets", "64,"], "--budgets expects"),
+        (["--contexts", "1024,,2048"], "--contexts expects"),
     ]
     for args, msg in cases:
         out = tmp_path / "o"
