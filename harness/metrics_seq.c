@@ -257,20 +257,48 @@ double difflib_ratio(const uint32_t *a, size_t na, const uint32_t *b, size_t nb)
 
 /* ================================================================ LCS table */
 
-/* (n+1) x (m+1) table of LCS lengths of x[0..i) and y[0..j). */
-static int *lcs_table(const int *x, size_t n, const int *y, size_t m) {
-    size_t w = m + 1;
-    int *t = KB_CALLOC((n + 1) * w, sizeof *t);
-    for (size_t i = 1; i <= n; i++)
+/* The back-tracking of an LCS table T (T[i][j] = LCS length of x[0..i) and
+ * y[0..j)) needs, off the matches, only which neighbour it moves to. So the
+ * table is kept as one bit per cell, bit (i, j) = T[i-1][j] > T[i][j-1]
+ * (up_wins) or T[i][j-1] > T[i-1][j] (left_wins), computed with two rows of
+ * lengths: n x m / 8 bytes instead of 4 (n+1)(m+1), the same path. */
+typedef struct {
+    uint64_t *bits;
+    size_t m; /* row length in cells */
+} lcs_dirs;
+
+static lcs_dirs lcs_directions(const int *x, size_t n, const int *y, size_t m, int up_wins) {
+    lcs_dirs d;
+    d.m = m;
+    d.bits = KB_CALLOC((n * m + 63) / 64 + 1, sizeof *d.bits);
+    int *prev = KB_CALLOC(m + 1, sizeof *prev), *cur = KB_CALLOC(m + 1, sizeof *cur);
+    for (size_t i = 1; i <= n; i++) {
+        cur[0] = 0;
         for (size_t j = 1; j <= m; j++) {
-            if (x[i - 1] == y[j - 1])
-                t[i * w + j] = t[(i - 1) * w + j - 1] + 1;
-            else {
-                int up = t[(i - 1) * w + j], left = t[i * w + j - 1];
-                t[i * w + j] = up > left ? up : left;
+            int up = prev[j], left = cur[j - 1];
+            if (x[i - 1] == y[j - 1]) {
+                cur[j] = prev[j - 1] + 1;
+            } else {
+                cur[j] = up > left ? up : left;
+                if (up_wins ? up > left : left > up) {
+                    size_t b = (i - 1) * m + (j - 1);
+                    d.bits[b >> 6] |= 1ull << (b & 63);
+                }
             }
         }
-    return t;
+        int *t = prev;
+        prev = cur;
+        cur = t;
+    }
+    free(prev);
+    free(cur);
+    return d;
+}
+
+/* the bit of cell (i, j), 1 <= i <= n, 1 <= j <= m */
+static int lcs_bit(const lcs_dirs *d, size_t i, size_t j) {
+    size_t b = (i - 1) * d->m + (j - 1);
+    return (int)(d->bits[b >> 6] >> (b & 63) & 1);
 }
 
 /* ================================================================ rouge 1.0.1 */
@@ -350,8 +378,8 @@ double rouge_l_f(const char *hyp, const char *ref) {
         for (size_t r = 0; r < nr; r++)
             for (size_t h = 0; h < nh; h++) {
                 const int *x = rs[r].w, *y = hs[h].w;
-                size_t xn = rs[r].n, yn = hs[h].n, w = yn + 1;
-                int *t = lcs_table(x, xn, y, yn);
+                size_t xn = rs[r].n, yn = hs[h].n;
+                lcs_dirs t = lcs_directions(x, xn, y, yn, 1);
                 size_t i = xn, j = yn;
                 while (i > 0 && j > 0) {
                     if (x[i - 1] == y[j - 1]) {
@@ -361,13 +389,13 @@ double rouge_l_f(const char *hyp, const char *ref) {
                         }
                         i--;
                         j--;
-                    } else if (t[(i - 1) * w + j] > t[i * w + j - 1]) {
+                    } else if (lcs_bit(&t, i, j)) { /* T[i-1][j] > T[i][j-1] */
                         i--;
                     } else {
                         j--;
                     }
                 }
-                free(t);
+                free(t.bits);
             }
         double r_lcs = (double)llcs / (double)m;
         double p_lcs = (double)llcs / (double)n;
@@ -457,22 +485,22 @@ double rouge_lsum_f(const char *target, const char *prediction) {
             unsigned char *mark = KB_CALLOC(xn, 1);
             for (size_t c = 0; c < nc; c++) {
                 const int *y = cs[c].w;
-                size_t yn = cs[c].n, w = yn + 1;
+                size_t yn = cs[c].n;
                 if (!yn) continue;
-                int *t = lcs_table(x, xn, y, yn);
+                lcs_dirs t = lcs_directions(x, xn, y, yn, 0);
                 size_t i = xn, j = yn;
                 while (i > 0 && j > 0) {
                     if (x[i - 1] == y[j - 1]) {
                         mark[i - 1] = 1;
                         i--;
                         j--;
-                    } else if (t[i * w + j - 1] > t[(i - 1) * w + j]) {
+                    } else if (lcs_bit(&t, i, j)) { /* T[i][j-1] > T[i-1][j] */
                         j--;
                     } else {
                         i--;
                     }
                 }
-                free(t);
+                free(t.bits);
             }
             for (size_t i = 0; i < xn; i++) {
                 if (!mark[i]) continue;
