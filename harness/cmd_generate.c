@@ -50,8 +50,15 @@ static int params_from_cli(const char *method, long budget, char **sets, int nse
             break;
         }
         *eq = 0;
-        cJSON *v = cJSON_Parse(eq + 1);
-        if (!v) v = cJSON_CreateString(eq + 1);
+        int bad;
+        cJSON *v = json_cli_value(eq + 1, &bad);
+        *eq = '=';
+        if (!v) {
+            rc = kb_fail(err, KB_EINPUT, "--set %s: the value is not valid JSON (a bare word is "
+                         "taken as a string)", sets[i]);
+            break;
+        }
+        *eq = 0;
         cJSON_DeleteItemFromObjectCaseSensitive(o, sets[i]);
         cJSON_AddItemToObject(o, sets[i], v);
         *eq = '=';

@@ -38,9 +38,10 @@ static int parse_ids(const char *s, int32_t **out, int *n, long lo, long hi, con
         if (!*p) break;
         char *end;
         long v = strtol(p, &end, 10);
-        if (end == p || v < lo || v > hi) {
-            fprintf(stderr, "kvbench logits: %s expects integers in [%ld, %ld], got '%.20s'\n", what, lo,
-                    hi, p);
+        if (end == p || v < lo || v > hi || !strchr(" ,\n\t", *end)) {
+            int tl = (int)strcspn(p, " ,\n\t"); /* the whole item */
+            fprintf(stderr, "kvbench logits: %s expects integers in [%ld, %ld], got '%.*s'\n", what,
+                    lo, hi, tl > 40 ? 40 : tl, p);
             free(*out);
             *out = NULL;
             return 2;

@@ -18,9 +18,12 @@
  * slot lists them all), kept.npy [rows][T] int32 (original positions kept by
  * stage 1, only for evicting methods), stats.json (resolved parameters,
  * budget split, per-step tokens and bytes resident and read). */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "harness/atomic.h"
 #include "harness/cli.h"
@@ -36,8 +39,9 @@ static void usage(FILE *f) {
             "usage: kvbench replay --trace DIR --method M --budget B --out DIR\n"
             "                      [--param key=value ...] [--config JSON] [--kv-dtype f32|f16|bf16]\n\n"
             "Runs one method on a saved one-layer trace (k.npy, v.npy, qwin.npy, q.npy, knew.npy,\n"
-            "vnew.npy, meta.json) and writes out.npy, selected.npy, kept.npy (evicting methods)\n"
-            "and stats.json into --out. --param values are JSON (numbers, true/false, arrays)\n"
+            "vnew.npy, meta.json) and writes out.npy, selected.npy, kept.npy (evicting methods;\n"
+            "a kept.npy left by an earlier replay is removed otherwise) and stats.json into --out.\n"
+            "--param values are JSON (numbers, true/false, arrays)\n"
             "or bare strings, e.g. --param kernel=adaptive --param alpha=0.5.\n");
 }
 
@@ -171,8 +175,15 @@ int cmd_replay(int argc, char **argv) {
         }
         char key[128];
         snprintf(key, sizeof key, "%.*s", (int)(eq - params[i]), params[i]);
-        cJSON *val = cJSON_Parse(eq + 1);
-        if (!val) val = cJSON_CreateString(eq + 1);
+        int bad;
+        cJSON *val = json_cli_value(eq + 1, &bad);
+        if (!val) {
+            cJSON_Delete(obj);
+            fprintf(stderr, "kvbench replay: --param %s: the value is not valid JSON (a bare word "
+                    "is taken as a string)\n", params[i]);
+            free(params);
+            return 2;
+        }
         cJSON_DeleteItemFromObjectCaseSensitive(obj, key);
         cJSON_AddItemToObject(obj, key, val);
     }
@@ -371,6 +382,13 @@ int cmd_replay(int argc, char **argv) {
         stats[sl] = 0;
     }
     if (!rc) rc = outset_commit(&o, &err);
+    if (!rc && !kept) {
+        /* a kept.npy of an earlier replay into this directory is not this method's */
+        snprintf(path, sizeof path, "%s/kept.npy", out_dir);
+        if (unlink(path) && errno != ENOENT)
+            rc = kb_fail(&err, KB_ERUNTIME, "%s: cannot remove the kept.npy of an earlier replay: %s",
+                         path, strerror(errno));
+    }
     if (rc) outset_abort(&o);
     else
         printf("replay: %s (%s) on %s: L=%d W=%d N=%d Hq=%d Hkv=%d D=%d -> %s\n", p.label, p.ops->name, trace_dir,

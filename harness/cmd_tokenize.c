@@ -103,8 +103,10 @@ static int parse_id_list(const char *s, int n_vocab, int32_t **ids, int *n, char
         if (!*s) break;
         char *end;
         long x = strtol(s, &end, 10);
-        if (end == s || x < 0 || x >= n_vocab) {
-            snprintf(why, why_n, "expected token ids in [0, %d), got '%.20s'", n_vocab, s);
+        if (end == s || x < 0 || x >= n_vocab || !strchr(" \t,\n\r", *end)) {
+            int tl = (int)strcspn(s, " \t,\n\r"); /* the whole item */
+            snprintf(why, why_n, "expected token ids in [0, %d), got '%.*s'", n_vocab,
+                     tl > 40 ? 40 : tl, s);
             free(v);
             return 2;
         }

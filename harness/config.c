@@ -55,6 +55,9 @@ static int int_array(const cJSON *arr, const char *where, const char *key, long 
         snprintf(k, sizeof k, "%s[%d]", key, *n);
         int rc = json_as_int(c, where, k, lo, hi, &v, err);
         if (rc) return rc;
+        for (int i = 0; i < *n; i++)
+            if (out[i] == (int)v)
+                return kb_fail(err, KB_EINPUT, "%s: key '%s': %ld appears twice", where, key, v);
         out[(*n)++] = (int)v;
     }
     return 0;
@@ -221,8 +224,11 @@ static int apply_override(cJSON *root, const char *kv, const char *path, kb_err 
     for (int i = 0; top_keys[i]; i++) known |= !strcmp(top_keys[i], key);
     if (!known)
         return kb_fail(err, KB_EINPUT, "--set %s: unknown top-level key '%s' for %s", kv, key, path);
-    cJSON *val = cJSON_Parse(eq + 1);
-    if (!val) val = cJSON_CreateString(eq + 1); /* bare words are strings */
+    int bad;
+    cJSON *val = json_cli_value(eq + 1, &bad);
+    if (!val)
+        return kb_fail(err, KB_EINPUT, "--set %s: the value is not valid JSON (a bare word is "
+                       "taken as a string)", kv);
     cJSON_DeleteItemFromObjectCaseSensitive(root, key);
     cJSON_AddItemToObject(root, key, val);
     return 0;
@@ -238,7 +244,25 @@ int sweep_config_load_with(const char *path, char *const *overrides, int n_over,
         rc = kb_fail(err, KB_EINPUT, "%s: expected a JSON object at the top level", path);
     }
     for (int i = 0; i < n_over && !rc; i++) rc = apply_override(c->root, overrides[i], path, err);
-    if (!rc) rc = resolve(c, err);
+    if (!rc && (rc = resolve(c, err)) && err) {
+        /* an error about a key an override replaced names the override */
+        for (int i = n_over - 1; i >= 0; i--) {
+            const char *eq = strchr(overrides[i], '=');
+            char pat[4][160];
+            int kl = (int)(eq - overrides[i]);
+            snprintf(pat[0], sizeof pat[0], "key '%.*s'", kl, overrides[i]);
+            snprintf(pat[3], sizeof pat[3], "key '%.*s[", kl, overrides[i]);
+            snprintf(pat[1], sizeof pat[1], ": %.*s[", kl, overrides[i]);
+            snprintf(pat[2], sizeof pat[2], ": %.*s:", kl, overrides[i]);
+            if (strstr(err->msg, pat[0]) || strstr(err->msg, pat[1]) || strstr(err->msg, pat[2]) ||
+                strstr(err->msg, pat[3])) {
+                size_t n = strlen(err->msg);
+                snprintf(err->msg + n, sizeof err->msg - n, " (the value comes from --set %s)",
+                         overrides[i]);
+                break;
+            }
+        }
+    }
     if (!rc && !c->name) {
         const char *b = strrchr(path, '/');
         b = b ? b + 1 : path;

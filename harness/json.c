@@ -42,10 +42,69 @@ static void line_col(const char *text, const char *at, long *line, long *col) {
     }
 }
 
+static int cmp_name(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The first key that appears twice in one object of the tree, with where it
+ * is (e.g. "methods[2]"), or NULL. cJSON would keep the first and Python's
+ * json the last, so such a document means different things to the two. */
+static const char *dup_key(const cJSON *j, char *at, size_t cap) {
+    if (!cJSON_IsObject(j) && !cJSON_IsArray(j)) return NULL;
+    size_t base = strlen(at);
+    int n = 0, i = 0;
+    for (const cJSON *c = j->child; c; c = c->next) n++;
+    if (cJSON_IsObject(j) && n > 1) {
+        const char **names = KB_MALLOC((size_t)n * sizeof *names);
+        for (const cJSON *c = j->child; c; c = c->next) names[i++] = c->string ? c->string : "";
+        qsort(names, (size_t)n, sizeof *names, cmp_name);
+        const char *d = NULL;
+        for (i = 1; i < n && !d; i++)
+            if (!strcmp(names[i - 1], names[i])) d = names[i];
+        free(names);
+        if (d) return d;
+    }
+    i = 0;
+    for (const cJSON *c = j->child; c; c = c->next, i++) {
+        if (cJSON_IsObject(j))
+            snprintf(at + base, cap - base, "%s%s", base ? "." : "", c->string ? c->string : "");
+        else
+            snprintf(at + base, cap - base, "[%d]", i);
+        const char *d = dup_key(c, at, cap);
+        if (d) return d;
+    }
+    at[base] = 0;
+    return NULL;
+}
+
+int json_check_unique_keys(const cJSON *j, const char *name, kb_err *err) {
+    char at[512] = "";
+    const char *d = dup_key(j, at, sizeof at);
+    if (!d) return 0;
+    return kb_fail(err, KB_EINPUT, "%s: key '%s' appears twice in %s%s; each key may appear once",
+                   name, d, at[0] ? "" : "the top-level object", at);
+}
+
+cJSON *json_cli_value(const char *s, int *bad) {
+    cJSON *v = cJSON_ParseWithOpts(s, NULL, 1);
+    *bad = 0;
+    if (v) return v;
+    const char *p = s;
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p == '[' || *p == '{' || *p == '"') {
+        *bad = 1; /* meant as JSON, and not valid JSON */
+        return NULL;
+    }
+    return cJSON_CreateString(s); /* a bare word is a string */
+}
+
 int json_parse(const char *text, size_t len, const char *name, cJSON **out, kb_err *err) {
     const char *end = NULL;
     if (memchr(text, 0, len))
         return kb_fail(err, KB_EINPUT, "%s: contains a NUL byte; expected JSON text", name);
+    if (json_has_nul_escape(text, len))
+        return kb_fail(err, KB_EINPUT, "%s: \\u0000 in a string is not supported (the text would "
+                       "end there)", name);
     cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!j) {
         const char *at = cJSON_GetErrorPtr();
@@ -67,6 +126,10 @@ int json_parse(const char *text, size_t len, const char *name, cJSON **out, kb_e
         cJSON_Delete(j);
         return kb_fail(err, KB_EINPUT, "%s:%ld:%ld: unexpected text after the JSON value", name,
                        line, col);
+    }
+    if (json_check_unique_keys(j, name, err)) {
+        cJSON_Delete(j);
+        return KB_EINPUT;
     }
     *out = j;
     return 0;
@@ -266,10 +329,16 @@ int jsonl_foreach(const char *path, json_line_fn fn, void *ctx, kb_err *err) {
                          name);
             break;
         }
-        j = cJSON_ParseWithLength(line, l);
-        if (!j || !cJSON_IsObject(j)) {
+        const char *end = NULL;
+        j = cJSON_ParseWithLengthOpts(line, l, &end, 0);
+        while (j && end < line + l && (*end == ' ' || *end == '\t')) end++;
+        if (!j || !cJSON_IsObject(j) || end < line + l) {
             cJSON_Delete(j);
             rc = kb_fail(err, KB_EINPUT, "%s: expected one JSON object per line", name);
+            break;
+        }
+        if ((rc = json_check_unique_keys(j, name, err))) {
+            cJSON_Delete(j);
             break;
         }
         rc = fn(j, lineno, ctx, err);

@@ -105,8 +105,8 @@ int trace_write(const char *dir, const kb_trace *t, kb_err *err) {
 
 /* Reads dir/name as f32 [d0][d1][d2]; want[i] = -1 is free and filled in;
  * dims names the three dimensions for messages. */
-static int read3(const char *dir, const char *name, const char *const dims[3], long want[3], float **out,
-                 kb_err *err) {
+static int read3(const char *dir, const char *name, const char *const dims[3], long want[3],
+                 const char *const from[3], float **out, kb_err *err) {
     char path[4200];
     join(path, sizeof path, dir, name);
     kb_npy a;
@@ -114,8 +114,9 @@ static int read3(const char *dir, const char *name, const char *const dims[3], l
     if (rc) return rc;
     for (int i = 0; i < 3; i++) {
         if (want[i] >= 0 && a.shape[i] != want[i]) {
-            kb_fail(err, KB_EINPUT, "%s: shape (%ld, %ld, %ld) does not match the trace: %s must be %ld", path,
-                    a.shape[0], a.shape[1], a.shape[2], dims[i], want[i]);
+            kb_fail(err, KB_EINPUT, "%s: shape (%ld, %ld, %ld) does not match %s: %s is %ld there, "
+                    "%ld here", path, a.shape[0], a.shape[1], a.shape[2], from[i], dims[i],
+                    want[i], a.shape[i]);
             npy_free(&a);
             return KB_EINPUT;
         }
@@ -132,17 +133,23 @@ int trace_read(const char *dir, kb_trace *t, kb_err *err) {
     static const char *const dw[3] = {"W", "Hq", "D"};
     static const char *const dq[3] = {"N", "Hq", "D"};
     static const char *const dn[3] = {"N", "Hkv", "D"};
-    int rc = read3(dir, "k.npy", dk, sk, &t->k, err);
+    /* each file's expected dimensions, and the file that fixed each one */
+    static const char *const fk[3] = {"", "", ""};
+    static const char *const fv[3] = {"k.npy", "k.npy", "k.npy"};
+    static const char *const fw[3] = {"", "", "k.npy"};
+    static const char *const fq[3] = {"", "qwin.npy", "k.npy"};
+    static const char *const fn[3] = {"q.npy", "k.npy", "k.npy"};
+    int rc = read3(dir, "k.npy", dk, sk, fk, &t->k, err);
     long sv[3] = {sk[0], sk[1], sk[2]};
-    if (!rc) rc = read3(dir, "v.npy", dk, sv, &t->v, err);
+    if (!rc) rc = read3(dir, "v.npy", dk, sv, fv, &t->v, err);
     long sw[3] = {-1, -1, sk[2]};
-    if (!rc) rc = read3(dir, "qwin.npy", dw, sw, &t->qwin, err);
+    if (!rc) rc = read3(dir, "qwin.npy", dw, sw, fw, &t->qwin, err);
     long sq[3] = {-1, sw[1], sk[2]};
-    if (!rc) rc = read3(dir, "q.npy", dq, sq, &t->q, err);
+    if (!rc) rc = read3(dir, "q.npy", dq, sq, fq, &t->q, err);
     long sn[3] = {sq[0], sk[1], sk[2]};
-    if (!rc) rc = read3(dir, "knew.npy", dn, sn, &t->knew, err);
+    if (!rc) rc = read3(dir, "knew.npy", dn, sn, fn, &t->knew, err);
     long sn2[3] = {sq[0], sk[1], sk[2]};
-    if (!rc) rc = read3(dir, "vnew.npy", dn, sn2, &t->vnew, err);
+    if (!rc) rc = read3(dir, "vnew.npy", dn, sn2, fn, &t->vnew, err);
     if (rc) {
         trace_free(t);
         return rc;

@@ -15,19 +15,19 @@
 static int req_u32(const gguf_file *f, const char *key, uint32_t *out, kb_err *err) {
     int rc = gguf_get_u32(f, key, out, err);
     if (rc == 1) return kb_fail(err, KB_EINPUT, "%s: missing metadata key '%s'", f->path, key);
-    return rc ? kb_err_prefix(err, "%s", f->path) : 0;
+    return rc; /* gguf_get_* errors name the file */
 }
 
 static int opt_u32(const gguf_file *f, const char *key, uint32_t *out, kb_err *err) {
     int rc = gguf_get_u32(f, key, out, err);
     if (rc == 1) return 0;
-    return rc ? kb_err_prefix(err, "%s", f->path) : 0;
+    return rc; /* gguf_get_* errors name the file */
 }
 
 static int opt_f32(const gguf_file *f, const char *key, float *out, kb_err *err) {
     int rc = gguf_get_f32(f, key, out, err);
     if (rc == 1) return 0;
-    return rc ? kb_err_prefix(err, "%s", f->path) : 0;
+    return rc; /* gguf_get_* errors name the file */
 }
 
 static const char *shape_str(const gguf_tensor *t, char *buf, size_t cap) {
@@ -97,7 +97,7 @@ static int load_gguf(const char *path, kb_model *m, kb_err *err) {
     char *arch = NULL;
     rc = gguf_get_str(f, "general.architecture", &arch, err);
     if (rc == 1) return kb_fail(err, KB_EINPUT, "%s: missing 'general.architecture'", path);
-    if (rc) return kb_err_prefix(err, "%s", path);
+    if (rc) return rc;
     if (strcmp(arch, "llama")) {
         rc = kb_fail(err, KB_EINPUT,
                      "%s: architecture '%s' is not supported (kvbench runs llama-arch models: "
@@ -157,9 +157,12 @@ static int load_gguf(const char *path, kb_model *m, kb_err *err) {
     if ((rc = opt_f32(f, "llama.attention.layer_norm_rms_epsilon", &hp->rms_eps, err))) return rc;
     hp->rope_theta = 10000.0f;
     if ((rc = opt_f32(f, "llama.rope.freq_base", &hp->rope_theta, err))) return rc;
-    if (!(hp->rms_eps > 0 && hp->rms_eps < 1) || !(hp->rope_theta > 1))
-        return kb_fail(err, KB_EINPUT, "%s: rms epsilon %g or rope base %g out of range", path,
-                       hp->rms_eps, hp->rope_theta);
+    if (!(hp->rms_eps > 0 && hp->rms_eps < 1))
+        return kb_fail(err, KB_EINPUT, "%s: llama.attention.layer_norm_rms_epsilon: expected a "
+                       "number in (0, 1), got %g", path, hp->rms_eps);
+    if (!(hp->rope_theta > 1 && isfinite(hp->rope_theta)))
+        return kb_fail(err, KB_EINPUT, "%s: llama.rope.freq_base: expected a finite number > 1, "
+                       "got %g", path, hp->rope_theta);
 
     /* RoPE scaling: linear (factor f -> positions / f) or none; others refused. */
     float factor = 1.0f;
@@ -167,7 +170,7 @@ static int load_gguf(const char *path, kb_model *m, kb_err *err) {
     if ((rc = opt_f32(f, "llama.rope.scaling.factor", &factor, err))) return rc;
     char *stype = NULL;
     rc = gguf_get_str(f, "llama.rope.scaling.type", &stype, err);
-    if (rc > 1) return kb_err_prefix(err, "%s", path);
+    if (rc > 1) return rc;
     if (rc == 0) {
         int ok = !strcmp(stype, "linear") || !strcmp(stype, "none");
         if (!strcmp(stype, "none")) factor = 1.0f;
@@ -233,7 +236,7 @@ static int load_gguf(const char *path, kb_model *m, kb_err *err) {
     rope_init(m, rope_div);
 
     rc = tokenizer_from_gguf(f, &m->tok, err);
-    if (rc) return kb_err_prefix(err, "%s", path);
+    if (rc) return rc; /* its errors name the file */
     if (tokenizer_n_vocab(m->tok) > hp->n_vocab)
         return kb_fail(err, KB_EINPUT, "%s: tokenizer has %d tokens but the model only %d rows",
                        path, tokenizer_n_vocab(m->tok), hp->n_vocab);

@@ -421,7 +421,16 @@ int tokenizer_from_gguf(const gguf_file *f, kb_tokenizer **out, kb_err *err) {
             goto done;
         }
         types = KB_MALLOC((size_t)s.n_vocab * sizeof *types);
-        for (int32_t i = 0; i < s.n_vocab; i++) types[i] = (int32_t)gguf_arr_num(kv_type, (uint64_t)i);
+        for (int32_t i = 0; i < s.n_vocab; i++) {
+            double ty = gguf_arr_num(kv_type, (uint64_t)i);
+            if (!(ty >= TT_UNDEFINED && ty <= TT_BYTE)) { /* llama.cpp's enum: 0..6 */
+                rc = kb_fail(err, KB_EINPUT, "%s: tokenizer.ggml.token_type[%d] = %.0f, expected a "
+                             "token type 0..6 (undefined, normal, unknown, control, user-defined, "
+                             "unused, byte)", f->path, i, ty);
+                goto done;
+            }
+            types[i] = (int32_t)ty;
+        }
         s.types = types;
     }
     if ((rc = get_arr(f, "tokenizer.ggml.scores", GGUF_T_F32, GGUF_T_I32, "float32", &kv_score, err)))

@@ -26,7 +26,8 @@ def broken(tmp_path_factory):
     import tinymodel
     d = tmp_path_factory.mktemp("broken")
     out = {}
-    for kind in ("arch", "missing_tensor", "wrong_shape", "missing_key"):
+    for kind in ("arch", "missing_tensor", "wrong_shape", "missing_key", "key_type", "rms_eps",
+                 "token_type"):
         p = d / f"{kind}.gguf"
         tinymodel.write_broken_llama(p, kind)
         out[kind] = str(p)
@@ -62,6 +63,9 @@ MODEL_ERRORS = {
     "missing_tensor": "missing tensor 'blk.0.attn_q.weight'",
     "wrong_shape": "tensor 'blk.0.attn_k.weight' has shape",
     "missing_key": "missing metadata key 'llama.embedding_length'",
+    "key_type": "key llama.attention.layer_norm_rms_epsilon has type string",
+    "rms_eps": "llama.attention.layer_norm_rms_epsilon: expected a number in (0, 1), got 2",
+    "token_type": "tokenizer.ggml.token_type[5] = 9, expected a token type 0..6",
     "truncated": "",
     "garbage": "",
 }
@@ -76,6 +80,7 @@ def test_bad_models(kvbench_bin, broken, kind, tmp_path):
         p = run(kvbench_bin, *args)
         assert p.returncode == 2, (args, p.returncode, p.stderr)
         assert path in p.stderr and MODEL_ERRORS[kind] in p.stderr, p.stderr
+        assert p.stderr.count(path) == 1, p.stderr   # the file named once, not once per layer
     assert not (tmp_path / "l.npy").exists()
 
 
@@ -89,6 +94,10 @@ def test_generate_errors(kvbench_bin, tiny, tmp_path):
         (["-m", tiny, "-p", "x", "--method", "rocketkv"], "budget"),
         (["-m", tiny, "-p", "x", "--method", "snapkv", "--budget", "64", "--set", "kernel=8"], "kernel"),
         (["-m", tiny, "-p", "x", "--set", "nokey"], "--set expects KEY=VALUE"),
+        (["-m", tiny, "-p", "x", "--method", "rocketkv", "--budget", "64", "--set", "r=[3"],
+         "--set r=[3: the value is not valid JSON"),
+        (["-m", tiny, "-p", "x", "--method", "rocketkv", "--budget", "64", "--set", "r=3 4"],
+         "key 'r': expected an integer"),
         (["-m", tiny, "-p", "x", "--kv", "f8"], "--kv expects"),
         (["-m", tiny, "-f", tmp_path / "missing.txt"], "missing.txt"),
         (["-m", tiny, "-p", "x", "-n", "100000"], "exceeds the model context"),
@@ -115,6 +124,7 @@ def test_logits_errors(kvbench_bin, tiny, tmp_path):
     cases = [
         (["-m", tiny, "--tokens", "1,2"], "give --out"),
         (["-m", tiny, "--tokens", "1,x", "--out", out], "--tokens expects integers"),
+        (["-m", tiny, "--tokens", "1,12x", "--out", out], "got '12x'"),
         (["-m", tiny, "--tokens", "1,999999", "--out", out], "--tokens expects integers"),
         (["-m", tiny, "--tokens", "1,2", "--positions", "5", "--out", out], "--positions"),
         (["-m", tiny, "--tokens", "1,2", "--path", "sideways", "--out", out], "--path expects"),
@@ -136,6 +146,11 @@ def test_sweep_cli_errors(kvbench_bin, tiny, tmp_path):
         ([cfg, "--threads", "0"], "--threads expects"),
         ([cfg, "--set", "bogus=1"], "unknown top-level key 'bogus'"),
         ([cfg, "--set", "noequals"], "--set expects KEY=VALUE"),
+        # the message names the --set that caused it, not only the file
+        ([cfg, "--set", "budgets=[64"], "--set budgets=[64: the value is not valid JSON"),
+        ([cfg, "--set", "seed=12x"], "key 'seed': expected an integer"),
+        ([cfg, "--set", "seed=12x"], "(the value comes from --set seed=12x)"),
+        ([cfg, "--set", "budgets=[64,-3]"], "(the value comes from --set budgets=[64,-3])"),
         ([tmp_path / "missing.json"], "missing.json: cannot open"),
         ([cfg, "--dump-trace", "50"], "--dump-trace 50"),
     ]
@@ -244,3 +259,36 @@ def test_jsonl_nul(kvbench_bin, tiny, tmp_path):
     assert p.returncode == 2 and f"{raw}:2: a NUL byte" in p.stderr, p.stderr
     p = run(kvbench_bin, "tokenize", "-m", tiny, "--jsonl", tmp_path)
     assert p.returncode == 2 and "read error" in p.stderr and p.stdout == "", p.stderr
+
+
+def test_json_duplicate_keys_and_trailing_text(kvbench_bin, tiny, tmp_path):
+    """cJSON keeps the first of two equal keys and Python's json the last, so
+    a document with one is ambiguous: refused, naming the key and where it is.
+    A JSONL line must hold one object and nothing after it."""
+    cfg = tmp_path / "c.json"
+    cfg.write_text('{"seed": 1, "methods": [{"method": "rocketkv", "budget": 64, "budget": 128}],'
+                   ' "seed": 2}')
+    p = run(kvbench_bin, "sweep", cfg, "--dry-run", "-m", tiny)
+    assert p.returncode == 2 and "key 'seed' appears twice in the top-level object" in p.stderr, p.stderr
+    cfg.write_text('{"methods": [{"method": "rocketkv", "budget": 64, "budget": 128}]}')
+    p = run(kvbench_bin, "sweep", cfg, "--dry-run", "-m", tiny)
+    assert p.returncode == 2 and "key 'budget' appears twice in methods[0]" in p.stderr, p.stderr
+    base = {"tasks": [{"task": "needle", "words": [20], "depths": 1, "per_cell": 1, "max_new": 2}],
+            "methods": ["full"]}
+    # an escaped backslash before u0000 is ordinary text; the escape \u0000 is refused
+    cfg.write_text(json.dumps(base)[:-1] + ', "description": "a\\\\u0000b"}')
+    p = run(kvbench_bin, "sweep", cfg, "--dry-run", "-m", tiny)
+    assert p.returncode == 0, p.stderr
+    cfg.write_text(json.dumps(base)[:-1] + ', "description": "a\\u0000b"}')
+    p = run(kvbench_bin, "sweep", cfg, "--dry-run", "-m", tiny)
+    assert p.returncode == 2 and f"{cfg}: \\u0000 in a string" in p.stderr, p.stderr
+    rows = tmp_path / "r.jsonl"
+    rows.write_text('{"pred": "a", "answers": ["a"]}\n{"pred": "b", "pred": "a", "answers": ["a"]}\n')
+    p = run(kvbench_bin, "score", "--metric", "exact_match", rows)
+    assert p.returncode == 2 and f"{rows}:2: key 'pred' appears twice" in p.stderr, p.stderr
+    rows.write_text('{"pred": "a", "answers": ["a"]}\n{"pred": "a", "answers": ["a"]} {"x": 1}\n')
+    p = run(kvbench_bin, "score", "--metric", "exact_match", rows)
+    assert p.returncode == 2 and f"{rows}:2: expected one JSON object per line" in p.stderr, p.stderr
+    rows.write_text('{"pred": "a", "answers": ["a"]}  \n')   # trailing blanks are fine
+    p = run(kvbench_bin, "score", "--metric", "exact_match", rows)
+    assert p.returncode == 0, p.stderr

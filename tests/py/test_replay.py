@@ -173,7 +173,9 @@ MALFORMED = [
     ("bad magic", lambda d: _write(os.path.join(d, "k.npy"), b"not an npy file at all"), "k.npy: not a .npy file"),
     ("float64", lambda d: np.save(os.path.join(d, "v.npy"), np.zeros((300, 2, 32))), "v.npy: .npy descr '<f8' not supported"),
     ("shape", lambda d: np.save(os.path.join(d, "knew.npy"), np.zeros((6, 8, 32), np.float32)),
-     "knew.npy: shape (6, 8, 32) does not match the trace: Hkv must be 2"),
+     "knew.npy: shape (6, 8, 32) does not match k.npy: Hkv is 2 there, 8 here"),
+    ("shape L", lambda d: np.save(os.path.join(d, "v.npy"), np.zeros((299, 2, 32), np.float32)),
+     "v.npy: shape (299, 2, 32) does not match k.npy: L is 300 there, 299 here"),
     ("fortran", lambda d: np.save(os.path.join(d, "qwin.npy"), np.asfortranarray(np.zeros((64, 8, 32), np.float32))),
      "qwin.npy: .npy fortran_order is True"),
     ("truncated", lambda d: _write(os.path.join(d, "q.npy"), open(os.path.join(d, "q.npy"), "rb").read()[:-7]),
@@ -211,6 +213,12 @@ BAD_PARAMS = [
     (["--method", "rocketkv", "--budget", "64", "--param", "alpha"], "--param expects key=value"),
     (["--method", "rocketkv", "--budget", "64", "--frobnicate"], "unknown or incomplete option"),
     (["--config", "[1,2]"], "--config: expected a JSON object"),
+    (["--method", "rocketkv", "--budget", "64", "--param", "r=[3"],
+     "--param r=[3: the value is not valid JSON"),
+    (["--method", "rocketkv", "--budget", "64", "--param", "r=3x"],
+     "method 'rocketkv': key 'r': expected an integer"),
+    (["--config", '{"method": "rocketkv", "budget": 64, "budget": 128}'],
+     "--config: key 'budget' appears twice"),
 ]
 
 
@@ -238,3 +246,17 @@ def test_skip_layers_uses_full(traces, tmp_path):
     full = ref.run_method(t, {"method": "full"})
     assert np.abs(got["out"] - full["out"]).max() <= OUT_TOL
     assert os.path.exists(meta)
+
+
+def test_replay_into_a_used_directory(traces, tmp_path):
+    """A replay of a non-evicting method into the directory of an evicting
+    one's replay must not leave that run's kept.npy beside its own files."""
+    d = traces["gqa"][0]
+    out = str(tmp_path / "o")
+    p = replay(d, out, {"method": "snapkv", "budget": 64})
+    assert p.returncode == 0, p.stderr
+    assert os.path.exists(os.path.join(out, "kept.npy"))
+    p = replay(d, out, {"method": "quest", "budget": 64})
+    assert p.returncode == 0, p.stderr
+    assert sorted(os.listdir(out)) == ["out.npy", "selected.npy", "stats.json"]
+    assert load(out)["stats"]["method"] == "quest"

@@ -41,7 +41,9 @@ Broken variants for error tests: write_broken_llama(path, kind, **kw) with
 kind "arch" (general.architecture "gpt9", keys under "gpt9."),
 "missing_tensor" (drops `tensor`, default blk.0.attn_q.weight),
 "wrong_shape" (`tensor`, default blk.0.attn_k.weight, gets one row too many),
-"missing_key" (drops `key`, default llama.embedding_length).
+"missing_key" (drops `key`, default llama.embedding_length), "key_type"
+(the rms epsilon written as a string), "rms_eps" (rms epsilon 2.0),
+"token_type" (token 5 of type 9, outside llama.cpp's 0..6).
 
 Command line: python3 tests/py/tinymodel.py OUT.gguf [--wtype Q8_0] [...]
 """
@@ -305,7 +307,7 @@ def _rope_divisors(head_dim, theta, factor=8.0, low=1.0, high=4.0, orig=8192):
 def _build(path, *, n_layer=2, n_embd=64, n_head=4, n_head_kv=2, n_ff=96, n_ctx=512,
            wtype="Q4_1", embd_type=None, tied=True, rope_theta=10000.0, rope_scaling=None,
            rope_freqs=False, seed=0, tokenizer="bpe-tiny", arch="llama", skip_tensors=(),
-           skip_keys=(), shape_delta=None):
+           skip_keys=(), shape_delta=None, key_values=None, bad_token_type=None):
     if tokenizer != "bpe-tiny":
         raise ValueError(f"tokenizer {tokenizer!r}: only 'bpe-tiny' is available")
     if n_embd % n_head or n_head % n_head_kv:
@@ -317,7 +319,12 @@ def _build(path, *, n_layer=2, n_embd=64, n_head=4, n_head_kv=2, n_ff=96, n_ctx=
     w = gguf.GGUFWriter(str(path), arch)
     p = arch + "."
 
+    key_values = key_values or {}
+
     def kv(fn, key, value):
+        if key in key_values:                                   # a deliberate wrong value or type
+            value = key_values[key]
+            fn = w.add_string if isinstance(value, str) else w.add_float32
         if key not in skip_keys:
             fn(key, value)
 
@@ -340,6 +347,9 @@ def _build(path, *, n_layer=2, n_embd=64, n_head=4, n_head_kv=2, n_ff=96, n_ctx=
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("smollm")
     w.add_token_list(tokens)
+    if bad_token_type is not None:                              # (token index, type id)
+        ttypes = list(ttypes)
+        ttypes[bad_token_type[0]] = bad_token_type[1]
     w.add_token_types(ttypes)
     w.add_token_merges(merges)
     w.add_bos_token_id(1)
@@ -408,8 +418,15 @@ def write_broken_llama(path, kind, *, tensor=None, key=None, **kw):
         _build(path, shape_delta=tensor or "blk.0.attn_k.weight", **kw)
     elif kind == "missing_key":
         _build(path, skip_keys=(key or "llama.embedding_length",), **kw)
+    elif kind == "key_type":
+        _build(path, key_values={"llama.attention.layer_norm_rms_epsilon": "1e-5"}, **kw)
+    elif kind == "rms_eps":
+        _build(path, key_values={"llama.attention.layer_norm_rms_epsilon": 2.0}, **kw)
+    elif kind == "token_type":
+        _build(path, bad_token_type=(5, 9), **kw)
     else:
-        raise ValueError(f"kind {kind!r}: expected arch, missing_tensor, wrong_shape or missing_key")
+        raise ValueError(f"kind {kind!r}: expected arch, missing_tensor, wrong_shape, missing_key, "
+                         "key_type, rms_eps or token_type")
 
 
 def main():

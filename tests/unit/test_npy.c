@@ -185,7 +185,7 @@ static void test_trace(void) {
     snprintf(path, sizeof path, "%s/knew.npy", td);
     CHECK_EQ_INT(npy_write(path, t.knew, 'f', 3, bad, &e), 0); /* Hq instead of Hkv */
     CHECK_EQ_INT(trace_read(td, &r, &e), KB_EINPUT);
-    CHECK_MSG(strstr(e.msg, "knew.npy: shape (4, 4, 8) does not match the trace: N must be 3"), "%s", e.msg);
+    CHECK_MSG(strstr(e.msg, "knew.npy: shape (4, 4, 8) does not match q.npy: N is 3 there, 4 here"), "%s", e.msg);
     CHECK_EQ_INT(trace_write(td, &t, &e), 0);
     snprintf(path, sizeof path, "%s/meta.json", td);
     FILE *f = fopen(path, "w");
