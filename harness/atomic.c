@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +96,20 @@ int atomic_clean_stale(const char *dir) {
     return n;
 }
 
+/* 0 if a file can be made in dir, else the errno: a probe file is created and
+ * removed, because access(W_OK) says yes to root where the write would fail
+ * (/proc, /sys). */
+static int dir_writable(const char *dir) {
+    static unsigned long seq;
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/.kvbench-probe-%ld-%lu", dir, (long)getpid(), seq++);
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return errno ? errno : EACCES;
+    close(fd);
+    unlink(probe);
+    return 0;
+}
+
 int check_out_path(const char *path, int want_dir, kb_err *err) {
     struct stat st;
     if (!*path) return kb_fail(err, KB_EINPUT, "an empty output path");
@@ -103,8 +118,9 @@ int check_out_path(const char *path, int want_dir, kb_err *err) {
             return kb_fail(err, KB_EINPUT, "%s: is a directory, expected a file to write", path);
         if (want_dir && !S_ISDIR(st.st_mode))
             return kb_fail(err, KB_EINPUT, "%s: exists and is not a directory", path);
-        if (want_dir && access(path, W_OK | X_OK))
-            return kb_fail(err, KB_EINPUT, "%s: directory is not writable: %s", path, strerror(errno));
+        int e;
+        if (want_dir && (e = dir_writable(path)))
+            return kb_fail(err, KB_EINPUT, "%s: directory is not writable: %s", path, strerror(e));
         if (want_dir) return 0;
     }
     /* the file (or the directory to make) goes into its parent, which must be
@@ -123,7 +139,7 @@ int check_out_path(const char *path, int want_dir, kb_err *err) {
         return kb_fail(err, KB_EINPUT, "%s: directory %s does not exist", path, parent);
     }
     if (!S_ISDIR(st.st_mode)) return kb_fail(err, KB_EINPUT, "%s: %s is not a directory", path, parent);
-    if (access(parent, W_OK | X_OK))
-        return kb_fail(err, KB_EINPUT, "%s: cannot write in %s: %s", path, parent, strerror(errno));
+    int e = dir_writable(parent);
+    if (e) return kb_fail(err, KB_EINPUT, "%s: cannot write in %s: %s", path, parent, strerror(e));
     return 0;
 }

@@ -29,7 +29,8 @@ int make_dirs(const char *path, kb_err *err);
 /* Before the work, for an output path the user gave: a file (want_dir 0) must
  * not be a directory and its directory must exist and be writable; a
  * directory (want_dir 1) must be a writable directory or be makeable under
- * one. Nothing is created. KB_EINPUT with the path on failure. */
+ * one. Writable means a file could be made there: a probe file is created and
+ * removed at once (nothing else is created). KB_EINPUT with the path on failure. */
 int check_out_path(const char *path, int want_dir, kb_err *err);
 
 #endif

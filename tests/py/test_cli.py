@@ -218,6 +218,10 @@ def test_output_paths(kvbench_bin, tiny, tmp_path):
         (["logits", "-m", tiny, "--tokens", "1,2", "--out", adir], "is a directory"),
         (["logits", "-m", tiny, "--tokens", "1,2", "--out", tmp_path / "no" / "x.npy"], "does not exist"),
         (["prompts", cfg, "--counter", "bytes4", "-o", adir], "is a directory"),
+        # no file can be made in /proc, not even by root (whom access(W_OK) lets through)
+        (["logits", "-m", tiny, "--tokens", "1,2", "--out", "/proc/kvbench-test.npy"],
+         "cannot write in /proc"),
+        (["sweep", cfg, "-m", tiny, "--out", "/proc/kvbench-test"], "/proc"),
     ]
     for args, msg in cases:
         p = run(kvbench_bin, *args)
