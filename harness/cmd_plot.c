@@ -90,10 +90,30 @@ static void gp_header(FILE *f, const char *name) {
     fputs("\" y\n", f);
 }
 
+/* 1 if path holds a whole image: a PNG ends with its IEND chunk, an SVG with
+ * its closing tag (gnuplot exits 0 when it could not write all of it). */
+static int image_complete(const char *path, int svg) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    char tail[65] = {0};
+    long n = 0;
+    if (fseek(f, -64, SEEK_END)) fseek(f, 0, SEEK_SET);
+    n = (long)fread(tail, 1, 64, f);
+    fclose(f);
+    if (svg) return n > 0 && strstr(tail, "</svg>") != NULL;
+    static const char iend[8] = {'I', 'E', 'N', 'D', (char)0xAE, 0x42, 0x60, (char)0x82};
+    return n >= 8 && !memcmp(tail + n - 8, iend, 8);
+}
+
 /* Runs one gnuplot script for each format. vars: gnuplot assignments. */
 static void gnuplot(plotctx *pc, const char *script, const char *out, const char *vars) {
     for (int f = 0; f < 2; f++) {
         if ((f == 0 && !pc->png) || (f == 1 && !pc->svg)) continue;
+        /* gnuplot exits 0 when it cannot write its output (a full disk): a
+         * missing or cut image is a failure too, so an old one goes first */
+        char img[1600];
+        snprintf(img, sizeof img, "%s/%s.%s", pc->dir, out, f ? "svg" : "png");
+        unlink(img);
         FILE *g = popen("gnuplot 2>&1", "w");
         if (!g) {
             pc->failed++;
@@ -102,13 +122,23 @@ static void gnuplot(plotctx *pc, const char *script, const char *out, const char
         fprintf(g, "set loadpath '%s'\nout='%s/%s'\nfmt='%s'\n%s\nload '%s'\n", pc->scripts_q, pc->dir_q,
                 out, f ? "svg" : "png", vars, script);
         int st = pclose(g);
-        if (st) {
+        if (!st && !image_complete(img, f)) {
+            fprintf(stderr, "kvbench plot: gnuplot did not write all of %s (disk full?)\n", img);
+            pc->failed++;
+        } else if (st) {
             fprintf(stderr, "kvbench plot: gnuplot failed on %s (%s)\n", out, script);
             pc->failed++;
         } else if (f == 0 || !pc->png) {
             pc->made++;
         }
     }
+}
+
+/* A figure's data file could not be written (disk full, ...): said, and
+ * counted as a failure so that plot exits 1. */
+static void dat_failed(plotctx *pc, const kb_err *e) {
+    fprintf(stderr, "kvbench plot: %s\n", e->msg);
+    pc->failed++;
 }
 
 /* ---- series helpers: blocks of (x, y) points, one block per series ---- */
@@ -172,7 +202,11 @@ static int draw_series(plotctx *pc, series_set *ss, const char *out, const char 
     char path[1400];
     snprintf(path, sizeof path, "%s/%s.dat", pc->dir, out);
     kb_atomic_file a;
-    if (atomic_open(&a, path, NULL)) return 0;
+    kb_err e = {0};
+    if (atomic_open(&a, path, &e)) {
+        dat_failed(pc, &e);
+        return 0;
+    }
     int first = 1;
     for (int i = 0; i < ss->n; i++) {
         if (!ss->v[i].n) continue;
@@ -181,7 +215,10 @@ static int draw_series(plotctx *pc, series_set *ss, const char *out, const char 
         gp_header(a.f, ss->v[i].name);
         for (int k = 0; k < ss->v[i].n; k++) fprintf(a.f, "%.9g %.9g\n", ss->v[i].x[k], ss->v[i].y[k]);
     }
-    if (atomic_commit(&a, NULL)) return 0;
+    if (atomic_commit(&a, &e)) {
+        dat_failed(pc, &e);
+        return 0;
+    }
     char vars[4096];
     snprintf(vars, sizeof vars, "datafile='%s/%s.dat'\nnblocks=%d\n%s", pc->dir_q, out, blocks, extra_vars);
     gnuplot(pc, script, out, vars);
@@ -317,12 +354,17 @@ static void heatmaps(plotctx *pc, const kb_table *smp) {
         snprintf(out, sizeof out, "needle_%s", s2);
         snprintf(path, sizeof path, "%s/%s.dat", pc->dir, out);
         kb_atomic_file a;
-        if (!atomic_open(&a, path, NULL)) {
+        kb_err e = {0};
+        if (atomic_open(&a, path, &e)) {
+            dat_failed(pc, &e);
+        } else {
             for (int yi = 0; yi < ny; yi++)
                 for (int xi = 0; xi < nx; xi++)
                     fprintf(a.f, "%d %d %.6g\n", xi, yi,
                             cnt[yi * nx + xi] ? sum[yi * nx + xi] / cnt[yi * nx + xi] : NAN);
-            if (!atomic_commit(&a, NULL)) {
+            if (atomic_commit(&a, &e)) {
+                dat_failed(pc, &e);
+            } else {
                 char xt[4096] = "", yt[4096] = "", vars[10000];
                 size_t o = 0;
                 for (int i = 0; i < nx && o < sizeof xt - 64; i++)
@@ -486,6 +528,6 @@ int cmd_plot(int argc, char **argv) {
     if (have_lat) table_free(&lat);
     printf("kvbench plot: %d figures in %s/ (%s%s%s)%s\n", pc.made, pc.dir, pc.png ? "png" : "",
            pc.png && pc.svg ? " + " : "", pc.svg ? "svg" : "",
-           pc.failed ? ", some gnuplot calls failed" : "");
+           pc.failed ? ", some figures failed (above)" : "");
     return pc.failed ? 1 : 0;
 }

@@ -105,6 +105,57 @@ def test_kill_and_resume_equals_uninterrupted(kvbench_bin, tiny, tmp_path):
         assert not [f for f in os.listdir(out) if ".tmp." in f], "no temporary files left"
 
 
+def _file_size_limit(nbytes):
+    """preexec_fn: writes past nbytes in any one file fail with EFBIG, as on a
+    full disk (SIGXFSZ ignored, so the write returns an error instead of
+    killing the process); needs neither root nor a small file system."""
+    def f():
+        import resource
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, nbytes))
+    return f
+
+
+def test_write_failure_keeps_results(kvbench_bin, tiny, tmp_path):
+    """A write that fails in the middle of a sweep (a full disk) stops it with
+    exit 1 and a message naming the file; samples.csv keeps every row written
+    before, whole, and --resume then finishes the run as if nothing happened.
+    A plot whose data files cannot be written says so and exits 1."""
+    cfg = write_config(tmp_path / "c.json", budgets=[32, 48, 64, 128],
+                       tasks=[{"task": "needle", "words": [150, 300], "depths": 4, "per_cell": 1,
+                               "max_new": 8}])
+    ref = tmp_path / "ref"
+    assert sweep(kvbench_bin, cfg, ref, tiny).returncode == 0
+    want = rows(ref / "samples.csv")
+    size = os.path.getsize(ref / "samples.csv")
+    out = tmp_path / "full"
+    p = subprocess.run([kvbench_bin, "sweep", cfg, "--out", str(out), "-m", tiny],
+                       capture_output=True, text=True, timeout=300,
+                       preexec_fn=_file_size_limit(size // 2))
+    assert p.returncode == 1, (p.returncode, p.stderr)
+    assert "samples.csv" in p.stderr and "write failed" in p.stderr, p.stderr
+    got = rows(out / "samples.csv")
+    assert 0 < len(got) < len(want) and got == want[:len(got)]
+    assert os.path.getsize(out / "samples.csv") <= size // 2
+    r = sweep(kvbench_bin, cfg, out, tiny, "--resume")
+    assert r.returncode == 0, r.stderr
+    assert rows(out / "samples.csv") == want
+    assert not [f for f in os.listdir(out) if ".tmp." in f], "no temporary files left"
+    p = subprocess.run([kvbench_bin, "plot", str(ref)], capture_output=True, text=True,
+                       timeout=300, preexec_fn=_file_size_limit(1))
+    assert p.returncode == 1 and ".dat: write failed" in p.stderr, (p.returncode, p.stderr)
+    assert "some figures failed" in p.stdout, p.stdout
+    if subprocess.run(["which", "gnuplot"], capture_output=True).returncode == 0:
+        # gnuplot itself exits 0 when its image is cut short: plot checks the image's end
+        p = subprocess.run([kvbench_bin, "plot", str(ref)], capture_output=True, text=True,
+                           timeout=300, preexec_fn=_file_size_limit(2000))
+        assert p.returncode == 1 and "gnuplot did not write all of" in p.stderr, (p.returncode,
+                                                                                   p.stderr)
+        p = subprocess.run([kvbench_bin, "plot", str(ref)], capture_output=True, text=True,
+                           timeout=300)
+        assert p.returncode == 0 and "some figures failed" not in p.stdout, (p.stdout, p.stderr)
+
+
 def test_sigint_keeps_finished_cells(kvbench_bin, tiny, tmp_path):
     cfg = write_config(tmp_path / "c.json", budgets=[32, 48, 64, 128],
                        tasks=[{"task": "needle", "words": [150, 300], "depths": 4, "per_cell": 1,
