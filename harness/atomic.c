@@ -53,8 +53,9 @@ int atomic_write(const char *path, const void *data, size_t len, kb_err *err) {
     int rc = atomic_open(&a, path, err);
     if (rc) return rc;
     if (len && fwrite(data, 1, len, a.f) != len) {
+        int e = errno;
         atomic_abort(&a);
-        return kb_fail(err, KB_ERUNTIME, "%s: write failed", path);
+        return kb_fail(err, KB_ERUNTIME, "%s: write failed: %s", path, strerror(e));
     }
     return atomic_commit(&a, err);
 }

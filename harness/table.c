@@ -70,8 +70,9 @@ int table_write_csv(const kb_table *t, const char *path, kb_err *err) {
             bad |= fputc(c + 1 < t->ncol ? ',' : '\n', a.f) == EOF;
         }
     if (bad) {
+        int e = errno;
         atomic_abort(&a);
-        return kb_fail(err, KB_ERUNTIME, "%s: write failed", path);
+        return kb_fail(err, KB_ERUNTIME, "%s: write failed: %s", path, strerror(e));
     }
     return atomic_commit(&a, err);
 }
