@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -75,6 +76,25 @@ int make_dirs(const char *path, kb_err *err) {
     if (mkdir(buf, 0777) && errno != EEXIST)
         return kb_fail(err, KB_EINPUT, "%s: cannot create directory: %s", buf, strerror(errno));
     return check_out_path(buf, 1, err); /* it exists now: a writable directory? */
+}
+
+int dir_lock(const char *dir, int *fd, kb_err *err) {
+    *fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (*fd < 0) return kb_fail(err, KB_EINPUT, "%s: cannot open: %s", dir, strerror(errno));
+    if (flock(*fd, LOCK_EX | LOCK_NB)) {
+        int e = errno;
+        close(*fd);
+        *fd = -1;
+        if (e == EWOULDBLOCK)
+            return kb_fail(err, KB_EINPUT, "%s: another kvbench process is writing this directory "
+                           "(wait for it to finish, or use another output directory)", dir);
+        return kb_fail(err, KB_ERUNTIME, "%s: cannot lock: %s", dir, strerror(e));
+    }
+    return 0;
+}
+
+void dir_unlock(int fd) {
+    if (fd >= 0) close(fd); /* closing drops the lock */
 }
 
 int atomic_clean_stale(const char *dir) {

@@ -32,5 +32,12 @@ int make_dirs(const char *path, kb_err *err);
  * one. Writable means a file could be made there: a probe file is created and
  * removed at once (nothing else is created). KB_EINPUT with the path on failure. */
 int check_out_path(const char *path, int want_dir, kb_err *err);
+/* An exclusive advisory lock (flock) on the directory dir, held while *fd
+ * stays open, so that two kvbench processes never write one run directory
+ * (each rewrites whole tables: the last writer would drop the other's rows).
+ * The kernel drops it when the process ends, however it ends. KB_EINPUT when
+ * another process holds it. */
+int dir_lock(const char *dir, int *fd, kb_err *err);
+void dir_unlock(int fd);
 
 #endif

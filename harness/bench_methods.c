@@ -677,7 +677,24 @@ static void clean_stale_snapshots(const char *dir) {
     closedir(d);
 }
 
+static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_err *err);
+
 int bench_latency(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_err *err) {
+    /* bench methods owns its --out: made (if need be) and locked (dir_lock)
+     * before anything in it is touched; a sweep's latency part runs under the
+     * sweep's lock */
+    int lock_fd = -1, own = o->out_dir && o->manifest;
+    struct stat st;
+    int made = own && stat(o->out_dir, &st) != 0;
+    int rc = own ? make_dirs(o->out_dir, err) : 0;
+    if (!rc && own) rc = dir_lock(o->out_dir, &lock_fd, err);
+    if (!rc) rc = bench_latency_in(o, cells, n_cells, err);
+    if (rc && made) rmdir(o->out_dir); /* only if nothing was written into it */
+    dir_unlock(lock_fd);
+    return rc;
+}
+
+static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_err *err) {
     if (o->out_dir) clean_stale_snapshots(o->out_dir);
     int ctx[KB_LAT_MAX_CTX], nctx = 0;
     for (int i = 0; i < o->n_contexts; i++) {

@@ -81,16 +81,23 @@ int cmd_merge(int argc, char **argv) {
     }
     char rj[1200];
     struct stat st_rj;
+    int lock_fd = -1; /* OUT_DIR's lock (dir_lock), before looking at what it holds */
+    if (stat(out, &st_rj) == 0 && dir_lock(out, &lock_fd, &err)) {
+        fprintf(stderr, "kvbench merge: %s\n", err.msg);
+        return 2;
+    }
     snprintf(rj, sizeof rj, "%s/run.json", out);
     if (!force && stat(rj, &st_rj) == 0) {
         fprintf(stderr, "kvbench merge: %s already holds a run: give a new OUT_DIR, or --force to "
                 "overwrite it\n", out);
+        dir_unlock(lock_fd);
         return 2;
     }
     for (int i = 0; i < ns; i++)
         if (same_dir(out, argv[2 + i])) {
             fprintf(stderr, "kvbench merge: OUT_DIR %s is the shard %s: give a new directory\n", out,
                     argv[2 + i]);
+            dir_unlock(lock_fd);
             return 2;
         }
     kb_table *tabs = calloc((size_t)ns, sizeof *tabs);
@@ -186,6 +193,7 @@ int cmd_merge(int argc, char **argv) {
                          want, n_samples, want % N, N);
     }
     if (!rc) rc = make_dirs(out, &err);
+    if (!rc && lock_fd < 0) rc = dir_lock(out, &lock_fd, &err);
     if (!rc) {
         kb_table m;
         table_init(&m, kb_samples_cols, kb_samples_ncols);
@@ -232,5 +240,6 @@ int cmd_merge(int argc, char **argv) {
     }
     free(runs);
     free(tabs);
+    dir_unlock(lock_fd);
     return rc;
 }

@@ -606,6 +606,7 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
     memset(&d, 0, sizeof d);
     d.cfg = &cfg;
     d.opts = o;
+    int lock_fd = -1; /* the run directory's lock (dir_lock) */
     char out[1024];
     if (o->out_dir) snprintf(out, sizeof out, "%s", o->out_dir);
     else snprintf(out, sizeof out, "results/%s", cfg.name);
@@ -648,7 +649,7 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
     }
     snprintf(d.out_dir, sizeof d.out_dir, "%s", out);
     /* run directory and manifest */
-    if ((rc = make_dirs(out, err))) goto done_samples;
+    if ((rc = make_dirs(out, err)) || (rc = dir_lock(out, &lock_fd, err))) goto done_samples;
     snprintf(d.samples_path, sizeof d.samples_path, "%s/samples.csv", out);
     char runjson[1200];
     snprintf(runjson, sizeof runjson, "%s/run.json", out);
@@ -832,6 +833,7 @@ done_rows:
     done_free(&done);
 done_ri:
     runinfo_free(&ri);
+    dir_unlock(lock_fd);
 done_samples:
     sample_list_free(&samples);
 done_model:

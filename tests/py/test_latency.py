@@ -192,6 +192,27 @@ def test_bench_methods_errors(kvbench_bin, tmp_path):
     assert p.returncode == 2 and "another kind of run" in p.stderr
 
 
+def test_bench_methods_one_writer(kvbench_bin, tmp_path):
+    """A second bench methods into the --out of one that runs exits 2 at once
+    (latency.csv is rewritten whole after each context); the first finishes."""
+    import time
+    out = tmp_path / "o"
+    args = ["-m", "synthetic:smollm2-135m", "--methods", "full,rocketkv", "--budgets", "64",
+            "--contexts", "512,1024,2048", "--decode-tokens", "16", "--reps", "3", "--out", out]
+    p = subprocess.Popen([kvbench_bin, "bench", "methods", *map(str, args)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and p.poll() is None and not out.exists():
+        time.sleep(0.005)
+    r = bench(kvbench_bin, *args)
+    running = p.poll() is None
+    assert p.wait(timeout=300) == 0, p.stderr.read()
+    assert r.returncode == 2 and "another kvbench process is writing this directory" in r.stderr, \
+        (r.returncode, r.stderr)
+    assert running, "the second run must land while the first runs (make it longer)"
+    assert {row["context"] for row in read(out / "latency.csv")} == {"512", "1024", "2048"}
+
+
 def test_sweep_latency_part(kvbench_bin, tiny_llama, tmp_path):
     model = tiny_llama(n_ctx=2048)
     cfg = tmp_path / "c.json"

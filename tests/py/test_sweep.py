@@ -156,6 +156,40 @@ def test_write_failure_keeps_results(kvbench_bin, tiny, tmp_path):
         assert p.returncode == 0 and "some figures failed" not in p.stdout, (p.stdout, p.stderr)
 
 
+def test_one_writer_per_run_directory(kvbench_bin, tiny, tmp_path):
+    """While a sweep runs, a second process may not write its directory: a
+    second `sweep --resume` (or `--force`) and a `merge` into it exit 2 at
+    once, and the first run finishes with every row (each process rewrites the
+    whole samples.csv, so two writers would drop each other's rows)."""
+    cfg = write_config(tmp_path / "c.json", budgets=[32, 48, 64, 128],
+                       tasks=[{"task": "needle", "words": [150, 300], "depths": 6, "per_cell": 1,
+                               "max_new": 64}])
+    ref = tmp_path / "ref"
+    assert sweep(kvbench_bin, cfg, ref, tiny).returncode == 0
+    want = rows(ref / "samples.csv")
+    out = tmp_path / "busy"
+    p = subprocess.Popen([kvbench_bin, "sweep", cfg, "--out", str(out), "-m", tiny],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and p.poll() is None and not (out / "samples.csv").exists():
+        time.sleep(0.005)
+    assert p.poll() is None, "the first sweep must still run (make it longer)"
+    tries = [sweep(kvbench_bin, cfg, out, tiny, "--resume"),
+             sweep(kvbench_bin, cfg, out, tiny, "--force"),
+             subprocess.run([kvbench_bin, "merge", "--force", str(out), str(ref)],
+                            capture_output=True, text=True, timeout=60)]
+    running = p.poll() is None
+    assert p.wait(timeout=300) == 0, p.stderr.read()
+    for r in tries:
+        assert r.returncode == 2, (r.returncode, r.stderr)
+        assert "another kvbench process is writing this directory" in r.stderr, r.stderr
+    assert running, "the tries must land while the first sweep runs (make it longer)"
+    assert rows(out / "samples.csv") == want
+    assert json.load(open(out / "run.json"))["status"] == "done"
+    r = sweep(kvbench_bin, cfg, out, tiny, "--resume")       # the lock goes with the process
+    assert r.returncode == 0, r.stderr
+
+
 def test_sigint_keeps_finished_cells(kvbench_bin, tiny, tmp_path):
     cfg = write_config(tmp_path / "c.json", budgets=[32, 48, 64, 128],
                        tasks=[{"task": "needle", "words": [150, 300], "depths": 4, "per_cell": 1,
