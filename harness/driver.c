@@ -51,11 +51,11 @@ const char *const kb_samples_cols[] = {
     "compression_ratio", "recall", "mass_covered", "out_rel_err", "kl_vs_full", "top1_vs_full"};
 const int kb_samples_ncols = (int)(sizeof kb_samples_cols / sizeof kb_samples_cols[0]);
 
+/* the signal that asked the sweep to stop (SIGINT, SIGTERM, SIGHUP), or 0: the
+ * current cell stops, the finished ones are kept, run.json says interrupted */
 static volatile sig_atomic_t interrupted = 0;
-static void on_sigint(int sig) {
-    (void)sig;
-    interrupted = 1;
-}
+static void on_sigint(int sig) { interrupted = sig; }
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
 
 /* Full KV's greedy run of a sample's first turn (fidelity reference):
  * tokens fed ([0] = the prompt's last token) and the logits of every step. */
@@ -703,10 +703,10 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
     prefill_init(&d.pf, hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim, cfg.kv_dtype, W,
                  1024); /* grows with the samples */
     d.f = forward_new(d.m, 256);
-    struct sigaction sa, old;
+    struct sigaction sa, old[KB_ARRAY_LEN(stop_signals)];
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
-    sigaction(SIGINT, &sa, &old);
+    for (size_t i = 0; i < KB_ARRAY_LEN(stop_signals); i++) sigaction(stop_signals[i], &sa, &old[i]);
     interrupted = 0;
 
     kb_progress pg;
@@ -806,8 +806,9 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
             else if (rc) kb_err_prefix(err, "latency part");
         }
     }
-    sigaction(SIGINT, &old, NULL);
-    if (rc == 130) kb_fail(err, 130, "interrupted: %d rows kept in %s; continue with --resume",
+    for (size_t i = 0; i < KB_ARRAY_LEN(stop_signals); i++) sigaction(stop_signals[i], &old[i], NULL);
+    if (rc == 130) kb_fail(err, 130, "interrupted by %s: %d rows kept in %s; continue with --resume",
+                           interrupted == SIGTERM ? "SIGTERM" : interrupted == SIGHUP ? "SIGHUP" : "SIGINT",
                            d.rows.nrow, d.samples_path);
     {
         /* tables stay consistent even when interrupted or failed */
@@ -834,6 +835,7 @@ done_rows:
 done_ri:
     runinfo_free(&ri);
     dir_unlock(lock_fd);
+    if (rc == 130 && interrupted) rc = 128 + interrupted; /* the shell's code for that signal */
 done_samples:
     sample_list_free(&samples);
 done_model:
