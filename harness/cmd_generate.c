@@ -50,8 +50,7 @@ static int params_from_cli(const char *method, long budget, char **sets, int nse
             break;
         }
         *eq = 0;
-        int bad;
-        cJSON *v = json_cli_value(eq + 1, &bad);
+        cJSON *v = json_cli_value(eq + 1);
         *eq = '=';
         if (!v) {
             rc = kb_fail(err, KB_EINPUT, "--set %s: the value is not valid JSON (a bare word is "

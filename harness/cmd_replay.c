@@ -175,8 +175,7 @@ int cmd_replay(int argc, char **argv) {
         }
         char key[128];
         snprintf(key, sizeof key, "%.*s", (int)(eq - params[i]), params[i]);
-        int bad;
-        cJSON *val = json_cli_value(eq + 1, &bad);
+        cJSON *val = json_cli_value(eq + 1);
         if (!val) {
             cJSON_Delete(obj);
             fprintf(stderr, "kvbench replay: --param %s: the value is not valid JSON (a bare word "

@@ -224,8 +224,7 @@ static int apply_override(cJSON *root, const char *kv, const char *path, kb_err 
     for (int i = 0; top_keys[i]; i++) known |= !strcmp(top_keys[i], key);
     if (!known)
         return kb_fail(err, KB_EINPUT, "--set %s: unknown top-level key '%s' for %s", kv, key, path);
-    int bad;
-    cJSON *val = json_cli_value(eq + 1, &bad);
+    cJSON *val = json_cli_value(eq + 1);
     if (!val)
         return kb_fail(err, KB_EINPUT, "--set %s: the value is not valid JSON (a bare word is "
                        "taken as a string)", kv);
@@ -248,14 +247,15 @@ int sweep_config_load_with(const char *path, char *const *overrides, int n_over,
         /* an error about a key an override replaced names the override */
         for (int i = n_over - 1; i >= 0; i--) {
             const char *eq = strchr(overrides[i], '=');
-            char pat[4][160];
-            int kl = (int)(eq - overrides[i]);
-            snprintf(pat[0], sizeof pat[0], "key '%.*s'", kl, overrides[i]);
-            snprintf(pat[3], sizeof pat[3], "key '%.*s[", kl, overrides[i]);
-            snprintf(pat[1], sizeof pat[1], ": %.*s[", kl, overrides[i]);
-            snprintf(pat[2], sizeof pat[2], ": %.*s:", kl, overrides[i]);
-            if (strstr(err->msg, pat[0]) || strstr(err->msg, pat[1]) || strstr(err->msg, pat[2]) ||
-                strstr(err->msg, pat[3])) {
+            /* the ways config errors name a key K: "key 'K'", "key 'K[1]'", ": K[2]", ": K:" */
+            static const char *const forms[] = {"key '%.*s'", "key '%.*s[", ": %.*s[", ": %.*s:"};
+            int kl = (int)(eq - overrides[i]), hit = 0;
+            for (size_t f = 0; f < KB_ARRAY_LEN(forms) && !hit; f++) {
+                char pat[160];
+                snprintf(pat, sizeof pat, forms[f], kl, overrides[i]);
+                hit = strstr(err->msg, pat) != NULL;
+            }
+            if (hit) {
                 size_t n = strlen(err->msg);
                 snprintf(err->msg + n, sizeof err->msg - n, " (the value comes from --set %s)",
                          overrides[i]);

@@ -85,16 +85,12 @@ int json_check_unique_keys(const cJSON *j, const char *name, kb_err *err) {
                    name, d, at[0] ? "" : "the top-level object", at);
 }
 
-cJSON *json_cli_value(const char *s, int *bad) {
-    cJSON *v = cJSON_ParseWithOpts(s, NULL, 1);
-    *bad = 0;
+cJSON *json_cli_value(const char *s) {
+    cJSON *v = cJSON_ParseWithOpts(s, NULL, 1); /* the whole of s, not a prefix */
     if (v) return v;
     const char *p = s;
     while (*p == ' ' || *p == '\t') p++;
-    if (*p == '[' || *p == '{' || *p == '"') {
-        *bad = 1; /* meant as JSON, and not valid JSON */
-        return NULL;
-    }
+    if (*p == '[' || *p == '{' || *p == '"') return NULL; /* meant as JSON, and not valid */
     return cJSON_CreateString(s); /* a bare word is a string */
 }
 
