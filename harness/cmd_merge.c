@@ -122,6 +122,11 @@ int cmd_merge(int argc, char **argv) {
             const cJSON *m0 = field(field(runs[0], "model"), "sha256"), *mi = field(field(runs[i], "model"), "sha256");
             if (!rc && !cJSON_Compare(m0, mi, 1))
                 rc = kb_fail(&err, KB_EINPUT, "%s: the model (sha256) differs from %s", path, argv[2]);
+            const cJSON *d0 = field(field(runs[0], "data"), "sha256"), *di = field(field(runs[i], "data"), "sha256");
+            if (!rc && (d0 || di) && !cJSON_Compare(d0, di, 1)) /* older runs have none */
+                rc = kb_fail(&err, KB_EINPUT, "%s: the samples (data.sha256) differ from %s: the shards "
+                             "did not generate the same plan (another haystack corpus, word list, "
+                             "wording or dataset file?)", path, argv[2]);
         }
         snprintf(path, sizeof path, "%s/samples.csv", argv[2 + i]);
         if (!rc) rc = table_read_csv(path, kb_samples_cols, kb_samples_ncols, &tabs[i], &err);

@@ -16,6 +16,7 @@
 #include "harness/driver.h"
 
 #include <errno.h>
+#include <math.h>
 #include <omp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -35,6 +36,7 @@
 #include "harness/progress.h"
 #include "harness/render.h"
 #include "harness/runinfo.h"
+#include "harness/sha256.h"
 #include "harness/table.h"
 #include "harness/textnorm.h"
 #include "harness/wrapbe.h"
@@ -598,6 +600,57 @@ static int prepare_sample(drv *d, const kb_sample *s, sample_prep *sp, kb_err *e
     return rc;
 }
 
+/* ---- the plan's fingerprint ---- */
+
+static void fp_str(kb_sha256 *h, const char *v) {
+    uint64_t n = v ? (uint64_t)strlen(v) : UINT64_MAX; /* NULL differs from "" */
+    sha256_update(h, &n, sizeof n);
+    if (v) sha256_update(h, v, (size_t)n);
+}
+
+static void fp_int(kb_sha256 *h, int64_t v) { sha256_update(h, &v, sizeof v); }
+
+/* SHA-256 of every sample of the plan as the methods see it: ids, texts,
+ * answers and scoring rules, each string length-prefixed, in plan order. The
+ * samples come from the config, the seed and files outside it (the wording
+ * files, the haystack corpus and word lists of the Debian packages, dataset
+ * files), so two runs agree on this exactly when they ran the same samples;
+ * `--resume` and `merge` require it. Token counts are left out (the model's
+ * sha256 stands for them). */
+void samples_fingerprint(const kb_sample_list *l, char hex[65]) {
+    kb_sha256 h;
+    sha256_init(&h);
+    fp_int(&h, l->n);
+    for (int i = 0; i < l->n; i++) {
+        const kb_sample *s = &l->v[i];
+        fp_str(&h, s->task);
+        fp_str(&h, s->id);
+        fp_int(&h, s->chat);
+        fp_str(&h, s->system);
+        fp_str(&h, s->shared_prefix);
+        fp_int(&h, s->multi_request);
+        fp_int(&h, (int64_t)llround(s->depth * 1e6));
+        fp_int(&h, s->truncate_to);
+        fp_int(&h, s->n_classes);
+        for (int k = 0; k < s->n_classes; k++) fp_str(&h, s->all_classes[k]);
+        fp_int(&h, s->n_turns);
+        for (int t = 0; t < s->n_turns; t++) {
+            const kb_turn *u = &s->turns[t];
+            fp_str(&h, u->user);
+            fp_str(&h, u->answer_prefix);
+            fp_int(&h, u->n_answers);
+            for (int k = 0; k < u->n_answers; k++) fp_str(&h, u->answers[k]);
+            fp_str(&h, u->gold);
+            fp_int(&h, u->max_new);
+            fp_str(&h, u->metric);
+            fp_str(&h, u->metric2);
+            fp_str(&h, u->stop);
+            fp_int(&h, u->first_line);
+        }
+    }
+    sha256_final(&h, hex);
+}
+
 int sweep_run(const kb_sweep_opts *o, kb_err *err) {
     kb_sweep_config cfg;
     int rc = sweep_config_load_with(o->config, o->overrides, o->n_overrides, &cfg, err);
@@ -664,7 +717,9 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
             for (int k = 0; k < np && !seen; k++) seen = !strcmp(prov[k], p);
             if (!seen) prov[np++] = p;
         }
-        runinfo_set_data(&ri, prov, np, samples.n);
+        char fp[65];
+        samples_fingerprint(&samples, fp);
+        runinfo_set_data(&ri, prov, np, samples.n, fp);
         free(prov);
     }
     if (file_exists(runjson)) {

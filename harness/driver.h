@@ -40,6 +40,12 @@ extern const int kb_summary_ncols;
 int samples_check(const kb_table *t, const char *path, long n_samples, int shard_i, int shard_n,
                   kb_err *err);
 
+/* SHA-256 (64 hex digits) of the plan's samples as the methods see them: ids,
+ * texts, answers and scoring rules (run.json data.sha256; --resume and merge
+ * require equal ones). */
+struct kb_sample_list;
+void samples_fingerprint(const struct kb_sample_list *l, char hex[65]);
+
 /* Rebuilds summary.csv from samples.csv (used by sweep and merge). */
 int summary_write(const char *samples_csv, const char *summary_csv, const char *baseline,
                   kb_err *err);

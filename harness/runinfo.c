@@ -142,6 +142,13 @@ int runinfo_check_same(const kb_runinfo *r, const char *path, kb_err *err) {
                               cJSON_GetObjectItemCaseSensitive(nm, "sha256"), 1))
         rc = kb_fail(err, KB_EINPUT, "%s was made with a different model (sha256 differs): "
                      "use --force to continue anyway, or --out for a new run directory", path);
+    /* the same samples (a run.json of an older kvbench has no fingerprint) */
+    const cJSON *od = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(old, "data"), "sha256");
+    const cJSON *nd = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r->j, "data"), "sha256");
+    if (!rc && od && !cJSON_Compare(od, nd, 1))
+        rc = kb_fail(err, KB_EINPUT, "%s was made with different samples (data.sha256 differs: a "
+                     "wording file, the haystack corpus, a word list or a dataset file changed): use "
+                     "--force to start again, or --out for a new run directory", path);
     /* keep the first start time */
     if (!rc) {
         const cJSON *st = cJSON_GetObjectItemCaseSensitive(old, "start_time");
@@ -154,10 +161,12 @@ int runinfo_check_same(const kb_runinfo *r, const char *path, kb_err *err) {
     return rc;
 }
 
-void runinfo_set_data(kb_runinfo *r, const char *const *provenance, int n, int n_samples) {
+void runinfo_set_data(kb_runinfo *r, const char *const *provenance, int n, int n_samples,
+                      const char *fingerprint) {
     cJSON_DeleteItemFromObjectCaseSensitive(r->j, "data");
     cJSON *d = cJSON_AddObjectToObject(r->j, "data");
     cJSON_AddNumberToObject(d, "samples", n_samples);
+    cJSON_AddStringToObject(d, "sha256", fingerprint);
     cJSON *a = cJSON_AddArrayToObject(d, "provenance");
     for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateString(provenance[i]));
 }

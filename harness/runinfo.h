@@ -21,7 +21,10 @@ void runinfo_init(kb_runinfo *r, const kb_sweep_config *c, const kb_model *m,
 int runinfo_check_same(const kb_runinfo *r, const char *path, kb_err *err);
 /* Records where the samples' text came from (wording files, corpora, data
  * files: the distinct kb_sample.provenance strings) and the sample count. */
-void runinfo_set_data(kb_runinfo *r, const char *const *provenance, int n, int n_samples);
+/* data: the sample count, the plan's fingerprint (samples_fingerprint) and
+ * where the samples came from */
+void runinfo_set_data(kb_runinfo *r, const char *const *provenance, int n, int n_samples,
+                      const char *fingerprint);
 int runinfo_write(kb_runinfo *r, const char *path, const char *status, kb_err *err);
 void runinfo_free(kb_runinfo *r);
 

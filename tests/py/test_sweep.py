@@ -190,6 +190,56 @@ def test_one_writer_per_run_directory(kvbench_bin, tiny, tmp_path):
     assert r.returncode == 0, r.stderr
 
 
+def test_samples_fingerprint(kvbench_bin, tiny, tmp_path):
+    """run.json's data.sha256 stands for the samples themselves: equal for the
+    same plan, different when anything that makes the samples differs, even
+    outside the config (here the needle wording file, found through
+    $KVBENCH_CONFIGS). --resume and merge refuse to mix runs whose samples
+    differ; both would otherwise join rows of different prompts silently."""
+    import shutil
+    cfg = write_config(tmp_path / "c.json", tasks=[{"task": "needle", "words": [60, 120],
+                                                    "depths": [0.5], "per_cell": 1, "max_new": 4}],
+                       methods=["full"])
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    assert sweep(kvbench_bin, cfg, a, tiny).returncode == 0
+    assert sweep(kvbench_bin, cfg, b, tiny).returncode == 0
+    assert sweep(kvbench_bin, cfg, c, tiny, "--set", "seed=6").returncode == 0
+    fp = [json.load(open(d / "run.json"))["data"]["sha256"] for d in (a, b, c)]
+    assert len(fp[0]) == 64 and set(fp[0]) <= set("0123456789abcdef")
+    assert fp[0] == fp[1] and fp[0] != fp[2]
+    # the same config and overrides, another wording file: other samples
+    here = os.path.dirname(os.path.abspath(__file__))
+    cfgs = tmp_path / "configs"
+    shutil.copytree(os.path.join(here, "..", "..", "configs", "prompts"), cfgs / "prompts")
+    w = json.load(open(cfgs / "prompts" / "needle.json"))
+    w["question"] = "Which pass key was given? The pass key is "
+    (cfgs / "prompts" / "needle.json").write_text(json.dumps(w))
+    env = dict(os.environ, KVBENCH_CONFIGS=str(cfgs))
+    p = subprocess.run([kvbench_bin, "sweep", cfg, "--out", str(a), "-m", tiny, "--resume"],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 2 and "different samples (data.sha256 differs" in p.stderr, p.stderr
+    assert json.load(open(a / "run.json"))["data"]["sha256"] == fp[0]
+    d = tmp_path / "d"
+    p = subprocess.run([kvbench_bin, "sweep", cfg, "--out", str(d), "-m", tiny],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 0, p.stderr
+    assert json.load(open(d / "run.json"))["data"]["sha256"] not in fp
+    assert sweep(kvbench_bin, cfg, a, tiny, "--resume").returncode == 0
+    # shards of one plan share it; a shard made from other samples is refused
+    shards = []
+    for i in range(2):
+        sd = tmp_path / f"s{i}"
+        p = subprocess.run([kvbench_bin, "sweep", cfg, "--out", str(sd), "-m", tiny, "--shard",
+                            f"{i}/2"], capture_output=True, text=True, timeout=300,
+                           env=env if i else None)
+        assert p.returncode == 0, p.stderr
+        shards.append(str(sd))
+    p = subprocess.run([kvbench_bin, "merge", str(tmp_path / "m"), *shards], capture_output=True,
+                       text=True)
+    assert p.returncode == 2 and "the samples (data.sha256) differ" in p.stderr, p.stderr
+    assert not (tmp_path / "m").exists()
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP],
                          ids=["SIGINT", "SIGTERM", "SIGHUP"])
 def test_sigint_keeps_finished_cells(kvbench_bin, tiny, tmp_path, sig):
