@@ -214,14 +214,15 @@ def test_samples_fingerprint(kvbench_bin, tiny, tmp_path):
     w = json.load(open(cfgs / "prompts" / "needle.json"))
     w["question"] = "Which pass key was given? The pass key is "
     (cfgs / "prompts" / "needle.json").write_text(json.dumps(w))
-    env = dict(os.environ, KVBENCH_CONFIGS=str(cfgs))
+    env = dict(os.environ, KVBENCH_CONFIGS=str(cfgs))   # used when the cwd has no configs/
+    cwd = str(tmp_path)
     p = subprocess.run([kvbench_bin, "sweep", cfg, "--out", str(a), "-m", tiny, "--resume"],
-                       capture_output=True, text=True, timeout=300, env=env)
+                       capture_output=True, text=True, timeout=300, env=env, cwd=cwd)
     assert p.returncode == 2 and "different samples (data.sha256 differs" in p.stderr, p.stderr
     assert json.load(open(a / "run.json"))["data"]["sha256"] == fp[0]
     d = tmp_path / "d"
     p = subprocess.run([kvbench_bin, "sweep", cfg, "--out", str(d), "-m", tiny],
-                       capture_output=True, text=True, timeout=300, env=env)
+                       capture_output=True, text=True, timeout=300, env=env, cwd=cwd)
     assert p.returncode == 0, p.stderr
     assert json.load(open(d / "run.json"))["data"]["sha256"] not in fp
     assert sweep(kvbench_bin, cfg, a, tiny, "--resume").returncode == 0
@@ -231,7 +232,7 @@ def test_samples_fingerprint(kvbench_bin, tiny, tmp_path):
         sd = tmp_path / f"s{i}"
         p = subprocess.run([kvbench_bin, "sweep", cfg, "--out", str(sd), "-m", tiny, "--shard",
                             f"{i}/2"], capture_output=True, text=True, timeout=300,
-                           env=env if i else None)
+                           env=env if i else None, cwd=cwd if i else None)
         assert p.returncode == 0, p.stderr
         shards.append(str(sd))
     p = subprocess.run([kvbench_bin, "merge", str(tmp_path / "m"), *shards], capture_output=True,
