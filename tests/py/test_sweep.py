@@ -52,14 +52,16 @@ def sweep(kvbench_bin, cfg, out, model, *extra, timeout=300):
 
 def test_tables_and_determinism(kvbench_bin, tiny, tmp_path):
     cfg = write_config(tmp_path / "c.json")
-    a, b = tmp_path / "a", tmp_path / "b"
-    for d in (a, b):
-        p = sweep(kvbench_bin, cfg, d, tiny)
+    a, b, t1 = tmp_path / "a", tmp_path / "b", tmp_path / "t1"
+    for d, extra in ((a, ()), (b, ()), (t1, ("--threads", "1"))):
+        p = sweep(kvbench_bin, cfg, d, tiny, *extra)
         assert p.returncode == 0, p.stderr
     ra = rows(a / "samples.csv")
     # 6 needle samples x 9 cells + 1 two-turn sample x 9 cells x 2 turns
     assert len(ra) == 6 * 9 + 9 * 2
     assert ra == rows(b / "samples.csv"), "same config and seed must give the same samples.csv"
+    # nor does the thread count change a value: every reduction has a fixed order
+    assert ra == rows(t1 / "samples.csv"), "--threads 1 must give the same samples.csv"
     assert rows(a / "summary.csv", SUMMARY_TIMING) == rows(b / "summary.csv", SUMMARY_TIMING)
     run = json.load(open(a / "run.json"))
     assert run["status"] == "done"
