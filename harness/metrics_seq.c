@@ -54,7 +54,9 @@ int intern_id(tok_intern *t, const uint32_t *v, size_t n) {
     for (;;) {
         int id = t->slots[s];
         if (id < 0) break;
-        if (t->hash[id] == h && ustr_eq(t->keys + t->off[id], t->len[id], v, n)) return id;
+        /* keys stays NULL while only empty words were interned: no NULL + 0 */
+        if (t->hash[id] == h && t->len[id] == n && (!n || ustr_eq(t->keys + t->off[id], n, v, n)))
+            return id;
         s = (s + 1) & (size_t)(t->nslots - 1);
     }
     if (t->n == t->cap) {
