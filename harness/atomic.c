@@ -88,7 +88,11 @@ int dir_lock(const char *dir, int *fd, kb_err *err) {
         if (e == EWOULDBLOCK)
             return kb_fail(err, KB_EINPUT, "%s: another kvbench process is writing this directory "
                            "(wait for it to finish, or use another output directory)", dir);
-        return kb_fail(err, KB_ERUNTIME, "%s: cannot lock: %s", dir, strerror(e));
+        /* a file system without locks (ENOLCK, EOPNOTSUPP: some network and FUSE
+         * mounts) must not make the run impossible: say so and go on */
+        fprintf(stderr, "kvbench: warning: %s: cannot lock the directory (%s); make sure no other "
+                "kvbench process writes it at the same time\n", dir, strerror(e));
+        return 0;
     }
     return 0;
 }

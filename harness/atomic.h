@@ -36,7 +36,8 @@ int check_out_path(const char *path, int want_dir, kb_err *err);
  * stays open, so that two kvbench processes never write one run directory
  * (each rewrites whole tables: the last writer would drop the other's rows).
  * The kernel drops it when the process ends, however it ends. KB_EINPUT when
- * another process holds it. */
+ * another process holds it; a file system without locks gives a warning and
+ * 0 with *fd = -1. */
 int dir_lock(const char *dir, int *fd, kb_err *err);
 void dir_unlock(int fd);
 
