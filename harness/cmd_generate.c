@@ -49,12 +49,9 @@ static int params_from_cli(const char *method, long budget, char **sets, int nse
             rc = kb_fail(err, KB_EINPUT, "--set expects KEY=VALUE, got '%s'", sets[i]);
             break;
         }
-        *eq = 0;
-        cJSON *v = json_cli_value(eq + 1);
-        *eq = '=';
+        cJSON *v = json_cli_value(eq + 1, "--set", sets[i], err);
         if (!v) {
-            rc = kb_fail(err, KB_EINPUT, "--set %s: the value is not valid JSON (a bare word is "
-                         "taken as a string)", sets[i]);
+            rc = KB_EINPUT;
             break;
         }
         *eq = 0;

@@ -175,13 +175,11 @@ int cmd_replay(int argc, char **argv) {
         }
         char key[128];
         snprintf(key, sizeof key, "%.*s", (int)(eq - params[i]), params[i]);
-        cJSON *val = json_cli_value(eq + 1);
+        cJSON *val = json_cli_value(eq + 1, "--param", params[i], &err);
         if (!val) {
             cJSON_Delete(obj);
-            fprintf(stderr, "kvbench replay: --param %s: the value is not valid JSON (a bare word "
-                    "is taken as a string)\n", params[i]);
             free(params);
-            return 2;
+            return fail(2, err.msg);
         }
         cJSON_DeleteItemFromObjectCaseSensitive(obj, key);
         cJSON_AddItemToObject(obj, key, val);

@@ -224,10 +224,8 @@ static int apply_override(cJSON *root, const char *kv, const char *path, kb_err 
     for (int i = 0; top_keys[i]; i++) known |= !strcmp(top_keys[i], key);
     if (!known)
         return kb_fail(err, KB_EINPUT, "--set %s: unknown top-level key '%s' for %s", kv, key, path);
-    cJSON *val = json_cli_value(eq + 1);
-    if (!val)
-        return kb_fail(err, KB_EINPUT, "--set %s: the value is not valid JSON (a bare word is "
-                       "taken as a string)", kv);
+    cJSON *val = json_cli_value(eq + 1, "--set", kv, err);
+    if (!val) return KB_EINPUT;
     cJSON_DeleteItemFromObjectCaseSensitive(root, key);
     cJSON_AddItemToObject(root, key, val);
     return 0;

@@ -85,12 +85,16 @@ int json_check_unique_keys(const cJSON *j, const char *name, kb_err *err) {
                    name, d, at[0] ? "" : "the top-level object", at);
 }
 
-cJSON *json_cli_value(const char *s) {
+cJSON *json_cli_value(const char *s, const char *opt, const char *arg, kb_err *err) {
     cJSON *v = cJSON_ParseWithOpts(s, NULL, 1); /* the whole of s, not a prefix */
     if (v) return v;
     const char *p = s;
     while (*p == ' ' || *p == '\t') p++;
-    if (*p == '[' || *p == '{' || *p == '"') return NULL; /* meant as JSON, and not valid */
+    if (*p == '[' || *p == '{' || *p == '"') { /* meant as JSON, and not valid */
+        kb_fail(err, KB_EINPUT, "%s %s: the value is not valid JSON (a bare word is taken as a "
+                "string)", opt, arg);
+        return NULL;
+    }
     return cJSON_CreateString(s); /* a bare word is a string */
 }
 

@@ -19,10 +19,11 @@ int json_parse(const char *text, size_t len, const char *name, cJSON **out, kb_e
 /* KB_EINPUT naming the key and where it is when an object of j holds a key
  * twice (json_parse, json_load_file and jsonl_foreach check this). */
 int json_check_unique_keys(const cJSON *j, const char *name, kb_err *err);
-/* The value of a command-line KEY=VALUE: the JSON value when the whole of s
- * is JSON, else s as a string (a bare word); NULL when s starts as JSON
+/* The value s of a command-line KEY=VALUE: the JSON value when the whole of s
+ * is JSON, else s as a string (a bare word); NULL and KB_EINPUT in err,
+ * naming "opt arg" (e.g. "--set", "budgets=[64"), when s starts as JSON
  * ('[', '{' or '"') and is not valid JSON. */
-cJSON *json_cli_value(const char *s);
+cJSON *json_cli_value(const char *s, const char *opt, const char *arg, kb_err *err);
 
 /* Every key of obj must be in allowed (NULL-terminated) or in allowed2 (may be NULL). */
 int json_check_keys(const cJSON *obj, const char *where, const char *const *allowed,
