@@ -77,13 +77,23 @@ def test_tables_and_determinism(kvbench_bin, tiny, tmp_path):
     assert [r["answers"] for r in rows(tmp_path / "c" / "samples.csv")] != [r["answers"] for r in ra]
 
 
+def needle_config(tmp_path, max_new, depths=4):
+    """A needle sweep of 4 budgets long enough to be stopped in the middle."""
+    return write_config(tmp_path / "c.json", budgets=[32, 48, 64, 128],
+                        tasks=[{"task": "needle", "words": [150, 300], "depths": depths,
+                                "per_cell": 1, "max_new": max_new}])
+
+
+def reference_rows(kvbench_bin, cfg, out, model):
+    """samples.csv rows of an uninterrupted run of cfg into out."""
+    assert sweep(kvbench_bin, cfg, out, model).returncode == 0
+    return rows(out / "samples.csv")
+
+
 def test_kill_and_resume_equals_uninterrupted(kvbench_bin, tiny, tmp_path):
-    cfg = write_config(tmp_path / "c.json", budgets=[32, 48, 64, 128],
-                       tasks=[{"task": "needle", "words": [150, 300], "depths": 4, "per_cell": 1,
-                               "max_new": 24}])
+    cfg = needle_config(tmp_path, max_new=24)
     ref = tmp_path / "ref"
-    assert sweep(kvbench_bin, cfg, ref, tiny).returncode == 0
-    want = rows(ref / "samples.csv")
+    want = reference_rows(kvbench_bin, cfg, ref, tiny)
     for kill_after in (3, len(want) // 2):
         out = tmp_path / f"killed{kill_after}"
         p = subprocess.Popen([kvbench_bin, "sweep", cfg, "--out", str(out), "-m", tiny],
@@ -123,12 +133,9 @@ def test_write_failure_keeps_results(kvbench_bin, tiny, tmp_path):
     exit 1 and a message naming the file; samples.csv keeps every row written
     before, whole, and --resume then finishes the run as if nothing happened.
     A plot whose data files cannot be written says so and exits 1."""
-    cfg = write_config(tmp_path / "c.json", budgets=[32, 48, 64, 128],
-                       tasks=[{"task": "needle", "words": [150, 300], "depths": 4, "per_cell": 1,
-                               "max_new": 8}])
+    cfg = needle_config(tmp_path, max_new=8)
     ref = tmp_path / "ref"
-    assert sweep(kvbench_bin, cfg, ref, tiny).returncode == 0
-    want = rows(ref / "samples.csv")
+    want = reference_rows(kvbench_bin, cfg, ref, tiny)
     size = os.path.getsize(ref / "samples.csv")
     out = tmp_path / "full"
     p = subprocess.run([kvbench_bin, "sweep", cfg, "--out", str(out), "-m", tiny],
@@ -163,12 +170,9 @@ def test_one_writer_per_run_directory(kvbench_bin, tiny, tmp_path):
     second `sweep --resume` (or `--force`) and a `merge` into it exit 2 at
     once, and the first run finishes with every row (each process rewrites the
     whole samples.csv, so two writers would drop each other's rows)."""
-    cfg = write_config(tmp_path / "c.json", budgets=[32, 48, 64, 128],
-                       tasks=[{"task": "needle", "words": [150, 300], "depths": 6, "per_cell": 1,
-                               "max_new": 64}])
+    cfg = needle_config(tmp_path, max_new=64, depths=6)
     ref = tmp_path / "ref"
-    assert sweep(kvbench_bin, cfg, ref, tiny).returncode == 0
-    want = rows(ref / "samples.csv")
+    want = reference_rows(kvbench_bin, cfg, ref, tiny)
     out = tmp_path / "busy"
     p = subprocess.Popen([kvbench_bin, "sweep", cfg, "--out", str(out), "-m", tiny],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -249,9 +253,7 @@ def test_sigint_keeps_finished_cells(kvbench_bin, tiny, tmp_path, sig):
     """Ctrl-C, a batch scheduler's SIGTERM and a closed terminal's SIGHUP all
     stop the sweep the same way: finished cells kept, status interrupted, the
     exit code 128 + the signal, and --resume continues."""
-    cfg = write_config(tmp_path / "c.json", budgets=[32, 48, 64, 128],
-                       tasks=[{"task": "needle", "words": [150, 300], "depths": 4, "per_cell": 1,
-                               "max_new": 24}])
+    cfg = needle_config(tmp_path, max_new=24)
     out = tmp_path / "run"
     p = subprocess.Popen([kvbench_bin, "sweep", cfg, "--out", str(out), "-m", tiny],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
