@@ -196,6 +196,40 @@ def test_one_writer_per_run_directory(kvbench_bin, tiny, tmp_path):
     assert r.returncode == 0, r.stderr
 
 
+NOLOCK_SHIM = r"""
+#include <errno.h>
+int flock(int fd, int op) { (void)fd; (void)op; errno = ENOLCK; return -1; }
+"""
+
+
+def test_no_lock_file_system_warns_and_runs(kvbench_bin, tiny, tmp_path):
+    """On a file system without locks (flock fails with ENOLCK: some network
+    and FUSE mounts) the sweep warns and runs to the end with every row; the
+    lock must not make such a directory unusable. flock is made to fail by a
+    preloaded shim; the sanitizer runtime is told not to insist on coming
+    first in the library list."""
+    import shutil
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler for the flock shim")
+    (tmp_path / "nolock.c").write_text(NOLOCK_SHIM)
+    shim = tmp_path / "nolock.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(shim), str(tmp_path / "nolock.c")],
+                   check=True)
+    cfg = write_config(tmp_path / "c.json", methods=["full"])
+    want = reference_rows(kvbench_bin, cfg, tmp_path / "ref", tiny)
+    env = dict(os.environ, LD_PRELOAD=str(shim))
+    env["ASAN_OPTIONS"] = ":".join(filter(None, [os.environ.get("ASAN_OPTIONS"),
+                                                 "verify_asan_link_order=0"]))
+    out = tmp_path / "nolock"
+    r = subprocess.run([kvbench_bin, "sweep", cfg, "--out", str(out), "-m", tiny],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "cannot lock the directory (No locks available)" in r.stderr, r.stderr
+    assert rows(out / "samples.csv") == want
+    assert json.load(open(out / "run.json"))["status"] == "done"
+
+
 def test_samples_fingerprint(kvbench_bin, tiny, tmp_path):
     """run.json's data.sha256 stands for the samples themselves: equal for the
     same plan, different when anything that makes the samples differs, even
