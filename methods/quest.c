@@ -173,7 +173,8 @@ static void quest_decode(void *state, const float *q, const float *k, const floa
     double approx = np;
     c->acc.approx_tokeq = approx;
     c->acc.read_tokeq = distinct / Hkv + (c->p.budget_mode == KB_BUDGET_TRAFFIC ? approx : 0);
-    c->acc.read_bytes = distinct * mc_row_bytes(c) + (double)Hkv * np * 2 * D * sizeof(float);
+    /* the summaries are stored in the KV dtype (pages.c), as resident_bytes counts them */
+    c->acc.read_bytes = distinct * mc_row_bytes(c) + (double)Hkv * np * 2 * D * kb_dtype_size(c->ctx.kv_dtype);
     c->acc.attended = attended / c->ctx.Hq;
     mc_acc_finish(c, per_head);
 }

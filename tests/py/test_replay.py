@@ -155,6 +155,31 @@ def test_param_flags_and_f16(traces, tmp_path):
     assert load(str(tmp_path / "c"))["stats"]["kv_dtype"] == "f16"
 
 
+@pytest.mark.parametrize("dtype,elt", [("f32", 4), ("f16", 2), ("bf16", 2)])
+@pytest.mark.parametrize("ci", range(len(CONFIGS)))
+def test_read_bytes_match_token_equivalents(traces, tmp_path, ci, dtype, elt):
+    """A token-equivalent is the bytes of one K+V row (2·D elements of the KV
+    dtype), so every step's physical read_bytes must equal the token-eq reads
+    times Hkv·2·D·elt: read_tokeq in traffic mode, read_tokeq + approx_tokeq in
+    topk mode (which leaves the approximation out of read_tokeq but not out of
+    the bytes). read_tokeq is checked against the accountant's definitions in
+    tests/unit/test_method.c; this ties the bytes column to it for every
+    method and storage type (QUEST once charged its f16 summaries as f32).
+    Tolerance: relative 1e-12, the counts are sums of integers and halves."""
+    d, t = traces["gqa"]
+    cfg = CONFIGS[ci]
+    out = str(tmp_path / "o")
+    p = replay(d, out, cfg, ["--kv-dtype", dtype])
+    assert p.returncode == 0, p.stderr
+    st = load(out)["stats"]
+    _, Hkv, D = t["k"].shape
+    topk = cfg.get("budget_mode") == "topk"
+    for i, s in enumerate(st["steps"]):
+        tokeq = s["read_tokeq"] + (s["approx_tokeq"] if topk else 0)
+        want = tokeq * Hkv * 2 * D * elt
+        assert abs(s["read_bytes"] - want) <= 1e-12 * want, (i, s["read_bytes"], want, s)
+
+
 def bad_trace(src, dst, mutate):
     os.makedirs(dst, exist_ok=True)
     for f in os.listdir(src):
