@@ -489,7 +489,8 @@ static int run_child(const char *spec, cell_out *co, kb_err *err) {
 
 static const char *fill_name(kb_fill f) { return f == KB_FILL_RANDOM ? "random" : "prefill"; }
 
-/* The cell's JSON for the child: its params object plus method, label, budget. */
+/* The cell's JSON for the child: its params object plus method, label,
+ * budget and budget mode. */
 static cJSON *cell_method_json(const kb_cell *c) {
     cJSON *o = c->params_json[0] ? cJSON_Parse(c->params_json) : cJSON_CreateObject();
     if (!o) o = cJSON_CreateObject();
@@ -499,6 +500,7 @@ static cJSON *cell_method_json(const kb_cell *c) {
     cJSON_AddStringToObject(o, "method", c->p.ops->name);
     cJSON_AddStringToObject(o, "label", c->p.label);
     if (c->p.budget > 0) cJSON_AddNumberToObject(o, "budget", c->p.budget);
+    cJSON_AddStringToObject(o, "budget_mode", c->p.budget_mode == KB_BUDGET_TOPK ? "topk" : "traffic");
     return o;
 }
 

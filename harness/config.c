@@ -16,9 +16,12 @@ static const char *const top_keys[] = {
 static const char *const latency_keys[] = {"contexts", "decode_tokens", "reps", "rounds", NULL};
 
 /* Keys of a method entry that are the driver's, not the method's. */
+/* Keys with columns of their own in the tables, kept out of `params`: a
+ * budget_mode given at the top level or in the entry (or left at its
+ * default) then gives the same params string. */
 static int is_cell_key(const char *k) {
     return !strcmp(k, "method") || !strcmp(k, "label") || !strcmp(k, "budget") ||
-           !strcmp(k, "budgets");
+           !strcmp(k, "budgets") || !strcmp(k, "budget_mode");
 }
 
 static int cmp_str(const void *a, const void *b) {
@@ -154,6 +157,8 @@ static int resolve(kb_sweep_config *c, kb_err *err) {
                        "(not \".\" or \"..\": it names the directory results/<name>), got \"%s\"", w, s);
     c->name = s;
     if ((rc = json_get_string(r, w, "model", 0, NULL, &c->model, err))) return rc;
+    const char *descr; /* free text, but text: not read further */
+    if ((rc = json_get_string(r, w, "description", 0, NULL, &descr, err))) return rc;
     long v;
     if ((rc = json_get_int(r, w, "seed", 0, 0, 1L << 53, 42, &v, err))) return rc;
     c->seed = (unsigned long long)v;

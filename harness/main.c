@@ -33,6 +33,7 @@ static void usage(FILE *f) {
     fprintf(f, "usage: kvbench <command> [options]   (kvbench <command> --help)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
         fprintf(f, "  %-9s %s\n", subcommands[i].name, subcommands[i].help);
+    fprintf(f, "\n  --version print the version; help (or --help) prints this\n");
 }
 
 char *openblas_get_corename(void);

@@ -49,6 +49,10 @@ def test_top_level(kvbench_bin):
     p = run(kvbench_bin, "frobnicate")
     assert p.returncode == 2 and "unknown command 'frobnicate'" in p.stderr
     assert run(kvbench_bin, "--help").returncode == 0
+    p = run(kvbench_bin, "help")
+    assert p.returncode == 0 and "--version" in p.stdout
+    p = run(kvbench_bin, "--version")
+    assert p.returncode == 0 and p.stdout.startswith("kvbench "), p.stdout
 
 
 @pytest.mark.parametrize("cmd", ["sweep", "generate", "info", "replay", "score", "bench", "plot",
@@ -151,6 +155,7 @@ def test_sweep_cli_errors(kvbench_bin, tiny, tmp_path):
         ([cfg, "--set", "seed=12x"], "key 'seed': expected an integer"),
         ([cfg, "--set", "seed=12x"], "(the value comes from --set seed=12x)"),
         ([cfg, "--set", "budgets=[64,-3]"], "(the value comes from --set budgets=[64,-3])"),
+        ([cfg, "--set", 'description={"a":1}'], "key 'description': expected a string, got an object"),
         ([tmp_path / "missing.json"], "missing.json: cannot open"),
         ([cfg, "--dump-trace", "50"], "--dump-trace 50"),
     ]

@@ -77,6 +77,26 @@ def test_tables_and_determinism(kvbench_bin, tiny, tmp_path):
     assert [r["answers"] for r in rows(tmp_path / "c" / "samples.csv")] != [r["answers"] for r in ra]
 
 
+def test_budget_mode_is_a_column_not_a_param(kvbench_bin, tiny, tmp_path):
+    """budget_mode has its own column: `params` holds only the method's own
+    keys, so a config that states the default mode at the top level and one
+    that leaves it out give the same rows, and a method's own "topk" shows in
+    budget_mode, not in params."""
+    methods = ["full", "rocketkv", {"method": "rocketkv", "label": "rk_topk", "budget_mode": "topk"},
+               {"method": "quest", "gqa": "group_sum"}]
+    task = [{"task": "needle", "words": [60], "depths": [0.5], "per_cell": 1, "max_new": 2}]
+    got = []
+    for name, over in (("a", {}), ("b", {"budget_mode": "traffic"})):
+        cfg = write_config(tmp_path / f"{name}.json", name="t", tasks=task, methods=methods, **over)
+        p = sweep(kvbench_bin, cfg, tmp_path / name, tiny)
+        assert p.returncode == 0, p.stderr
+        got.append(rows(tmp_path / name / "samples.csv"))
+    assert got[0] == got[1]
+    cells = {(r["label"], r["params"], r["budget_mode"]) for r in got[0]}
+    assert cells == {("full", "", "traffic"), ("rocketkv", "", "traffic"), ("rk_topk", "", "topk"),
+                     ("quest", '{"gqa":"group_sum"}', "traffic")}, cells
+
+
 def needle_config(tmp_path, max_new, depths=4):
     """A needle sweep of 4 budgets long enough to be stopped in the middle."""
     return write_config(tmp_path / "c.json", budgets=[32, 48, 64, 128],
