@@ -134,6 +134,13 @@ static void test_other_methods(void) {
     CHECK_EQ_INT(budget_sparq(KB_BUDGET_TRAFFIC, 16, 16128, 128, 128, 0, &b, &e), 0);
     CHECK_EQ_INT(b.r_raw, 0);
     CHECK_EQ_INT(b.r, 1);
+    /* r is computed as rocket.py computes it (c2 = S/B in double): one below
+     * the exact quotient where D*B/S is an integer that the double misses.
+     * Python: int(128 * 1 / (2048 / 1872)) = int(116.99999999999999) = 116,
+     * while 128 * 1872 / 2048 = 117 exactly. */
+    CHECK_EQ_INT(budget_sparq(KB_BUDGET_TRAFFIC, 1872, 2048, 128, 128, 0, &b, &e), 0);
+    CHECK_EQ_INT(b.r, 116);
+    CHECK_EQ_INT(b.k, 936);
     CHECK_EQ_INT(budget_sparq(KB_BUDGET_TOPK, 256, 16128, 128, 128, 0, &b, &e), 0);
     CHECK_EQ_INT(b.r, 32);
     CHECK_EQ_INT(b.k, 256);
