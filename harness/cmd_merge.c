@@ -16,6 +16,7 @@
 
 #include "harness/atomic.h"
 #include "harness/cli.h"
+#include "harness/config.h"
 #include "harness/driver.h"
 #include "harness/json.h"
 #include "harness/table.h"
@@ -141,6 +142,8 @@ int cmd_merge(int argc, char **argv) {
                              cJSON_IsString(a) ? a->valuestring : "?");
         }
     /* the whole set 0/N..N-1/N, and every shard's rows its own samples */
+    kb_sweep_config cfg;
+    int cfg_ok = 0;
     int N = 0, zero = -1;
     long n_samples = 0;
     int *sidx = KB_CALLOC((size_t)ns, sizeof *sidx); /* shard i is sidx[i]/N */
@@ -161,6 +164,15 @@ int cmd_merge(int argc, char **argv) {
         sidx[i] = si;
         snprintf(path, sizeof path, "%s/samples.csv", argv[2 + i]);
         rc = samples_check(&tabs[i], path, n_samples, si, sn, &err);
+        /* and against the cells of the config (the same in every shard): each
+         * sample of the shard has every cell once, with all its turns */
+        if (!rc && !cfg_ok) {
+            char where[1300];
+            snprintf(where, sizeof where, "%s/run.json: config", argv[2]);
+            rc = sweep_config_from_json(field(runs[0], "config"), where, &cfg, &err);
+            cfg_ok = 1; /* parsed (or failed, with rc set): freed below */
+        }
+        if (!rc) rc = samples_check_cells(&tabs[i], path, &cfg, NULL, n_samples, si, sn, 1, &err);
     }
     if (!rc && ns != N) {
         char miss[400] = "";
@@ -173,6 +185,7 @@ int cmd_merge(int argc, char **argv) {
         rc = kb_fail(&err, KB_EINPUT, "the run has %d shards and %d were given: missing %s", N, ns, miss);
     }
     free(sidx);
+    if (cfg_ok) sweep_config_free(&cfg);
     row_ref *refs = NULL;
     long nrefs = 0;
     if (!rc) {

@@ -283,6 +283,14 @@ int sweep_config_load_with(const char *path, char *const *overrides, int n_over,
     return rc;
 }
 
+int sweep_config_from_json(const cJSON *root, const char *where, kb_sweep_config *c, kb_err *err) {
+    memset(c, 0, sizeof *c);
+    snprintf(c->path, sizeof c->path, "%s", where);
+    if (!cJSON_IsObject(root)) return kb_fail(err, KB_EINPUT, "%s: expected a JSON object", where);
+    c->root = cJSON_Duplicate(root, 1);
+    return resolve(c, err);
+}
+
 int sweep_config_load(const char *path, kb_sweep_config *c, kb_err *err) {
     return sweep_config_load_with(path, NULL, 0, c, err);
 }

@@ -47,6 +47,9 @@ int sweep_config_load(const char *path, kb_sweep_config *c, kb_err *err);
  * budgets=[64,128], kv_dtype=f32, before validation. */
 int sweep_config_load_with(const char *path, char *const *overrides, int n_over,
                            kb_sweep_config *c, kb_err *err);
+/* The same checks on an already applied config (run.json's "config"); where
+ * names it in errors. */
+int sweep_config_from_json(const cJSON *root, const char *where, kb_sweep_config *c, kb_err *err);
 void sweep_config_free(kb_sweep_config *c);
 
 #endif

@@ -439,6 +439,99 @@ int samples_check(const kb_table *t, const char *path, long n_samples, int shard
     return 0;
 }
 
+typedef struct row_cell {
+    long seq;
+    int cell, turn, row;
+} row_cell;
+
+static int cmp_row_cell(const void *a, const void *b) {
+    const row_cell *x = a, *y = b;
+    if (x->seq != y->seq) return x->seq < y->seq ? -1 : 1;
+    if (x->cell != y->cell) return x->cell - y->cell;
+    if (x->turn != y->turn) return x->turn - y->turn;
+    return x->row - y->row;
+}
+
+static const char *cell_budget(char *buf, size_t cap, int budget) {
+    if (budget < 0) return "none";
+    snprintf(buf, cap, "%d", budget);
+    return buf;
+}
+
+int samples_check_cells(const kb_table *t, const char *path, const kb_sweep_config *cfg,
+                        const int *turns, long n_samples, int shard_i, int shard_n, int complete,
+                        kb_err *err) {
+    row_cell *rc_ = KB_MALLOC((size_t)(t->nrow ? t->nrow : 1) * sizeof *rc_);
+    int rc = 0;
+    char b1[32];
+    for (int r = 0; r < t->nrow && !rc; r++) {
+        const char *label = table_get(t, r, "label"), *b = table_get(t, r, "budget"),
+                   *method = table_get(t, r, "method"), *turn = table_get(t, r, "turn");
+        int budget = *b ? atoi(b) : -1, c = 0; /* samples_check validated seq and budget */
+        while (c < cfg->n_cells && (strcmp(cfg->cells[c].p.label, label) ||
+                                    (cfg->cells[c].p.budget < 0 ? -1 : cfg->cells[c].p.budget) != budget))
+            c++;
+        long seq = atol(table_get(t, r, "seq")), tv;
+        if (c == cfg->n_cells)
+            rc = kb_fail(err, KB_EINPUT, "%s: data row %d: label '%s' with budget %s is not a cell of "
+                         "the run's config", path, r + 1, label, cell_budget(b1, sizeof b1, budget));
+        else if (strcmp(method, cfg->cells[c].p.ops->name))
+            rc = kb_fail(err, KB_EINPUT, "%s: data row %d: method '%s', but the config's cell '%s' "
+                         "runs '%s'", path, r + 1, method, label, cfg->cells[c].p.ops->name);
+        else if (!whole_long(turn, &tv) || tv < 0 || tv >= (turns ? turns[seq] : 1L << 20))
+            rc = kb_fail(err, KB_EINPUT, "%s: data row %d: turn '%s', expected an integer in [0, %ld)",
+                         path, r + 1, turn, turns ? (long)turns[seq] : 1L << 20);
+        else
+            rc_[r] = (row_cell){seq, c, (int)tv, r};
+    }
+    if (!rc) qsort(rc_, (size_t)t->nrow, sizeof *rc_, cmp_row_cell);
+    /* groups of one sample: its cells' rows must be turns 0..k-1 once each,
+     * k the sample's turn count (from the plan, else the most any of its
+     * cells has) */
+    for (int i = 0; i < t->nrow && !rc;) {
+        long seq = rc_[i].seq;
+        int end = i, kmax = 0;
+        for (int j = i; j < t->nrow && rc_[j].seq == seq; j++) {
+            end = j + 1;
+            kmax = KB_MAX(kmax, rc_[j].turn + 1);
+        }
+        int want = turns ? turns[seq] : kmax;
+        for (int j = i; j < end && !rc;) {
+            int c = rc_[j].cell, n = 0, e = j;
+            char bb[32];
+            const char *lab = cfg->cells[c].p.label, *bud = cell_budget(bb, sizeof bb, cfg->cells[c].p.budget);
+            for (; e < end && rc_[e].cell == c && !rc; e++, n++) {
+                if (e > j && rc_[e].turn == rc_[e - 1].turn)
+                    rc = kb_fail(err, KB_EINPUT, "%s: data rows %d and %d are the same sample, cell and "
+                                 "turn (seq %ld, label '%s', budget %s, turn %d)", path,
+                                 rc_[e - 1].row + 1, rc_[e].row + 1, seq, lab, bud, rc_[e].turn);
+                else if (rc_[e].turn != n)
+                    rc = kb_fail(err, KB_EINPUT, "%s: seq %ld, label '%s', budget %s: no row of turn %d "
+                                 "(a cell's rows are all its turns, written together)", path, seq, lab,
+                                 bud, n);
+            }
+            if (!rc && n != want)
+                rc = kb_fail(err, KB_EINPUT, "%s: seq %ld, label '%s', budget %s: no row of turn %d "
+                             "(a cell's rows are all its turns, written together)", path, seq, lab, bud, n);
+            j = e;
+        }
+        i = end;
+    }
+    /* complete: every sample of the shard has every cell */
+    if (!rc && complete) {
+        int at = 0;
+        for (long seq = shard_i; seq < n_samples && !rc; seq += shard_n)
+            for (int c = 0; c < cfg->n_cells && !rc; c++) {
+                while (at < t->nrow && (rc_[at].seq < seq || (rc_[at].seq == seq && rc_[at].cell < c))) at++;
+                if (at == t->nrow || rc_[at].seq != seq || rc_[at].cell != c)
+                    rc = kb_fail(err, KB_EINPUT, "%s: seq %ld has no rows of cell '%s' budget %s", path, seq,
+                                 cfg->cells[c].p.label, cell_budget(b1, sizeof b1, cfg->cells[c].p.budget));
+            }
+    }
+    free(rc_);
+    return rc;
+}
+
 static int file_exists(const char *p) {
     struct stat st;
     return stat(p, &st) == 0;
@@ -740,7 +833,17 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
             table_free(&d.rows);
             goto done_ri;
         }
-        /* a cell is done when all its rows are present: rows are written per cell */
+        int *turns = KB_MALLOC((size_t)(samples.n ? samples.n : 1) * sizeof *turns);
+        for (int i = 0; i < samples.n; i++) turns[i] = samples.v[i].n_turns;
+        rc = samples_check_cells(&d.rows, d.samples_path, &cfg, turns, samples.n,
+                                 o->shard_n > 1 ? o->shard_i : 0, o->shard_n > 1 ? o->shard_n : 1, 0, err);
+        free(turns);
+        if (rc) {
+            table_free(&d.rows);
+            goto done_ri;
+        }
+        /* a cell is done when its rows are present: they are all its turns
+         * (written per cell, checked above) */
         for (int r = 0; r < d.rows.nrow; r++) {
             char k[256];
             const char *b = table_get(&d.rows, r, "budget");

@@ -40,6 +40,18 @@ extern const int kb_summary_ncols;
 int samples_check(const kb_table *t, const char *path, long n_samples, int shard_i, int shard_n,
                   kb_err *err);
 
+/* Checks the rows of a samples.csv read back (after samples_check) against
+ * the run's cells: every row's (label, budget) is a cell of cfg and its
+ * method that cell's; no (sample, cell, turn) twice; a cell's rows of one
+ * sample are turns 0..k-1, k = turns[seq] when the plan is known (turns
+ * non-NULL), else the same k for every cell of that sample. With complete,
+ * every sample of shard I/N has every cell. Errors name the file and the
+ * data row or the (seq, label, budget). */
+struct kb_sweep_config;
+int samples_check_cells(const kb_table *t, const char *path, const struct kb_sweep_config *cfg,
+                        const int *turns, long n_samples, int shard_i, int shard_n, int complete,
+                        kb_err *err);
+
 /* SHA-256 (64 hex digits) of the plan's samples as the methods see them: ids,
  * texts, answers and scoring rules (run.json data.sha256; --resume and merge
  * require equal ones). */

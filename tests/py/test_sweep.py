@@ -417,6 +417,104 @@ def test_shards_merge_to_the_single_run(kvbench_bin, tiny, tmp_path):
     assert (merged / "latency.csv").read_text() == "method,context\nfull,64\n"
 
 
+def _dup(t, col):
+    t.append(list(t[1]))
+    return "data rows 1 and %d are the same sample, cell and turn" % (len(t) - 1)
+
+
+def _relabel(t, col):
+    t[1][col["label"]] = "quest2"
+    return "data row 1: label 'quest2' with budget"
+
+
+def _method(t, col):
+    r = next(i for i in range(1, len(t)) if t[i][col["label"]] == "snapkv")
+    t[r][col["method"]] = "quest"
+    return f"data row {r}: method 'quest', but the config's cell 'snapkv' runs 'snapkv'"
+
+
+def _drop_turn(t, col):
+    r = next(i for i in range(1, len(t)) if t[i][col["turn"]] == "1" and t[i][col["label"]] == "snapkv")
+    seq, budget = t[r][col["seq"]], t[r][col["budget"]]
+    del t[r]
+    return f"seq {seq}, label 'snapkv', budget {budget}: no row of turn 1"
+
+
+def _turn_text(t, col):
+    t[2][col["turn"]] = "x"
+    return "data row 2: turn 'x', expected an integer"
+
+
+DAMAGE = [_dup, _relabel, _method, _drop_turn, _turn_text]
+
+
+@pytest.mark.parametrize("damage", DAMAGE, ids=lambda f: f.__name__[1:])
+def test_damaged_rows_are_refused(kvbench_bin, tiny, tmp_path, damage):
+    """Rows read back are checked against the run's cells before use: each row
+    a cell of the config (label, budget, method), no (sample, cell, turn)
+    twice, and each cell's rows all its turns (they are written together).
+    Before, --resume kept a duplicated or foreign row (summary.csv counted it)
+    and took half a multi-turn cell for done; merge did the same. Both now
+    exit 2 naming the file and row, and touch nothing."""
+    cfg = write_config(tmp_path / "c.json")
+
+    def damaged(src, dst):
+        subprocess.run(["cp", "-r", str(src), str(dst)], check=True)
+        with open(dst / "samples.csv", newline="") as f:
+            t = list(csv.reader(f))
+        msg = damage(t, {c: i for i, c in enumerate(t[0])})
+        with open(dst / "samples.csv", "w", newline="") as f:
+            csv.writer(f).writerows(t)
+        return msg
+
+    run = tmp_path / "run"
+    assert sweep(kvbench_bin, cfg, run, tiny).returncode == 0
+    bad = tmp_path / "bad"
+    msg = damaged(run, bad)
+    rj = json.load(open(bad / "run.json"))
+    rj["status"] = "interrupted"
+    (bad / "run.json").write_text(json.dumps(rj))
+    before = (bad / "samples.csv").read_bytes()
+    p = sweep(kvbench_bin, cfg, bad, tiny, "--resume")
+    assert p.returncode == 2, p.stderr
+    assert f"{bad}/samples.csv: {msg}" in p.stderr, p.stderr
+    assert (bad / "samples.csv").read_bytes() == before
+
+    # merge: the two-turn sample (seq 6) is in shard 0/2
+    shards = [tmp_path / f"s{i}" for i in range(2)]
+    for i, d in enumerate(shards):
+        assert sweep(kvbench_bin, cfg, d, tiny, "--shard", f"{i}/2").returncode == 0
+    bad0 = tmp_path / "bad0"
+    msg = damaged(shards[0], bad0)
+    out = tmp_path / "merged"
+    p = subprocess.run([kvbench_bin, "merge", str(out), str(bad0), str(shards[1])],
+                       capture_output=True, text=True)
+    assert p.returncode == 2, p.stderr
+    assert f"{bad0}/samples.csv: {msg}" in p.stderr, p.stderr
+    assert not out.exists()
+
+
+def test_merge_needs_every_cell(kvbench_bin, tiny, tmp_path):
+    """A shard whose table lost whole cells (here its last row, a one-turn
+    needle cell) is refused by merge, naming the sample and the cell."""
+    cfg = write_config(tmp_path / "c.json")
+    shards = [tmp_path / f"s{i}" for i in range(2)]
+    for i, d in enumerate(shards):
+        assert sweep(kvbench_bin, cfg, d, tiny, "--shard", f"{i}/2").returncode == 0
+    with open(shards[1] / "samples.csv", newline="") as f:
+        t = list(csv.reader(f))
+    col = {c: i for i, c in enumerate(t[0])}
+    last = t.pop()
+    with open(shards[1] / "samples.csv", "w", newline="") as f:
+        csv.writer(f).writerows(t)
+    p = subprocess.run([kvbench_bin, "merge", str(tmp_path / "m"), *map(str, shards)],
+                       capture_output=True, text=True)
+    assert p.returncode == 2, p.stderr
+    want = f"{shards[1]}/samples.csv: seq {last[col['seq']]} has no rows of cell '{last[col['label']]}' budget {last[col['budget']] or 'none'}"
+    assert want in p.stderr, p.stderr
+    assert not (tmp_path / "m").exists()
+
+
 def test_plots(kvbench_bin, tiny, tmp_path):
     if subprocess.run(["which", "gnuplot"], capture_output=True).returncode:
         pytest.skip("gnuplot not installed")
