@@ -1,6 +1,7 @@
 /* trace.c - replay traces of one layer (trace.h). */
 #include "methods/trace.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -122,6 +123,17 @@ static int read3(const char *dir, const char *name, const char *const dims[3], l
         }
         want[i] = a.shape[i];
     }
+    /* finite values only: a NaN or inf would flow into every score and output */
+    size_t n = (size_t)a.shape[0] * (size_t)a.shape[1] * (size_t)a.shape[2];
+    const float *x = a.data;
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) {
+            size_t d2 = (size_t)a.shape[2], d1 = (size_t)a.shape[1];
+            kb_fail(err, KB_EINPUT, "%s: element (%zu, %zu, %zu) is %s, expected finite values", path,
+                    i / (d1 * d2), i / d2 % d1, i % d2, isnan(x[i]) ? "NaN" : "infinite");
+            npy_free(&a);
+            return KB_EINPUT;
+        }
     *out = a.data; /* ownership moves to the trace */
     return 0;
 }
@@ -175,9 +187,20 @@ int trace_read(const char *dir, kb_trace *t, kb_err *err) {
     if (!rc) rc = json_load_file(path, &meta, err);
     long v;
     if (!rc && !cJSON_IsObject(meta)) rc = kb_fail(err, KB_EINPUT, "%s: expected a JSON object", path);
+    static const char *const meta_keys[] = {"max_new", "S", "layer", NULL};
+    if (!rc) rc = json_check_keys(meta, path, meta_keys, NULL, err);
     if (!rc && !(rc = json_get_int(meta, path, "max_new", 1, 0, 1 << 24, 0, &v, err))) t->max_new = (int)v;
     if (!rc && !(rc = json_get_int(meta, path, "S", 1, 1, 1 << 30, 0, &v, err))) t->S = (int)v;
     if (!rc && !(rc = json_get_int(meta, path, "layer", 0, 0, 1 << 20, 0, &v, err))) t->layer = (int)v;
+    /* as a sweep writes them: N decode steps <= max_new, and the max seq S
+     * = min(L + 1 + max_new, context) holds the L + N tokens of the trace */
+    if (!rc && t->N > t->max_new)
+        rc = kb_fail(err, KB_EINPUT, "%s: max_new = %d, but q.npy holds N = %d decode steps: expected "
+                     "max_new >= N", path, t->max_new, t->N);
+    if (!rc && ((long)t->S < (long)t->L + t->N || (long)t->S > (long)t->L + 1 + t->max_new))
+        rc = kb_fail(err, KB_EINPUT, "%s: S = %d, expected L + N = %ld <= S <= L + 1 + max_new = %ld "
+                     "(L = %d prompt rows in k.npy, N = %d steps in q.npy)", path, t->S, (long)t->L + t->N,
+                     (long)t->L + 1 + t->max_new, t->L, t->N);
     cJSON_Delete(meta);
     if (rc) trace_free(t);
     return rc;

@@ -188,6 +188,12 @@ def bad_trace(src, dst, mutate):
     mutate(dst)
 
 
+def _set(d, name, at, value):
+    a = np.load(os.path.join(d, name))
+    a[at] = value
+    np.save(os.path.join(d, name), a)
+
+
 def _write(path, data):
     with open(path, "wb") as f:
         f.write(data)
@@ -209,6 +215,18 @@ MALFORMED = [
     ("meta json", lambda d: _write(os.path.join(d, "meta.json"), b'{"max_new": 6,'), "meta.json:1:"),
     ("W > L", lambda d: np.save(os.path.join(d, "qwin.npy"), np.zeros((301, 8, 32), np.float32)),
      "qwin.npy: W = 301 window queries, expected 1 <= W <= L = 300"),
+    # meta.json must agree with the arrays (L = 300, N = 6): a sweep writes
+    # S = min(L + 1 + max_new, context) and runs N <= max_new steps
+    ("meta S small", lambda d: _write(os.path.join(d, "meta.json"), b'{"max_new": 6, "S": 5}'),
+     "meta.json: S = 5, expected L + N = 306 <= S <= L + 1 + max_new = 307"),
+    ("meta S large", lambda d: _write(os.path.join(d, "meta.json"), b'{"max_new": 6, "S": 999}'),
+     "meta.json: S = 999, expected L + N = 306"),
+    ("meta max_new", lambda d: _write(os.path.join(d, "meta.json"), b'{"max_new": 0, "S": 306}'),
+     "meta.json: max_new = 0, but q.npy holds N = 6 decode steps"),
+    ("meta key", lambda d: _write(os.path.join(d, "meta.json"), b'{"max_new": 6, "S": 306, "x": 1}'),
+     "meta.json: unknown key 'x'"),
+    ("nan", lambda d: _set(d, "k.npy", (7, 1, 3), np.nan), "k.npy: element (7, 1, 3) is NaN, expected finite values"),
+    ("inf", lambda d: _set(d, "q.npy", (5, 0, 31), -np.inf), "q.npy: element (5, 0, 31) is infinite"),
 ]
 
 
