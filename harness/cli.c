@@ -56,3 +56,23 @@ int cli_parse_double(const char *cmd, const char *opt, const char *s, double lo,
     *out = v;
     return 0;
 }
+
+/* digits only (no sign, no space), at most 9 of them */
+static int digits(const char *s, const char **end, long *v) {
+    const char *p = s;
+    *v = 0;
+    while (*p >= '0' && *p <= '9' && p - s < 9) *v = *v * 10 + (*p++ - '0');
+    *end = p;
+    return p > s && !(*p >= '0' && *p <= '9');
+}
+
+int cli_parse_shard(const char *s, int *i, int *n) {
+    const char *p;
+    long a, b;
+    if (!s || !digits(s, &p, &a) || *p != '/' || !digits(p + 1, &p, &b) || *p || b < 1 ||
+        b > KB_MAX_SHARDS || a >= b)
+        return -1;
+    *i = (int)a;
+    *n = (int)b;
+    return 0;
+}

@@ -25,5 +25,9 @@ const char *cli_model_path(const char *opt);
 int cli_parse_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
 int cli_parse_double(const char *cmd, const char *opt, const char *s, double lo, double hi,
                      double *out);
+/* "I/N" with 0 <= I < N <= KB_MAX_SHARDS, digits only: 0 on success, -1
+ * otherwise (the caller names the option or file). */
+#define KB_MAX_SHARDS 100000
+int cli_parse_shard(const char *s, int *i, int *n);
 
 #endif

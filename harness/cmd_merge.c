@@ -37,11 +37,7 @@ static const cJSON *field(const cJSON *o, const char *k) { return cJSON_GetObjec
 
 /* "I/N" with 0 <= I < N. */
 static int parse_shard(const cJSON *v, int *i, int *n) {
-    int used = 0;
-    if (!cJSON_IsString(v) || sscanf(v->valuestring, "%d/%d%n", i, n, &used) != 2 ||
-        v->valuestring[used] || *n < 1 || *i < 0 || *i >= *n)
-        return -1;
-    return 0;
+    return cJSON_IsString(v) ? cli_parse_shard(v->valuestring, i, n) : -1;
 }
 
 /* dir and other name the same directory (other need not exist). */

@@ -46,9 +46,9 @@ int cmd_sweep(int argc, char **argv) {
         case 'f': o.force = 1; break;
         case 's': {
             int i, n;
-            char extra;
-            if (sscanf(optarg, "%d/%d%c", &i, &n, &extra) != 2 || n < 1 || i < 0 || i >= n) {
-                fprintf(stderr, "kvbench sweep: --shard expects I/N with 0 <= I < N, got '%s'\n", optarg);
+            if (cli_parse_shard(optarg, &i, &n)) {
+                fprintf(stderr, "kvbench sweep: --shard expects I/N with 0 <= I < N <= %d, got '%s'\n",
+                        KB_MAX_SHARDS, optarg);
                 free(sets);
                 return 2;
             }

@@ -17,11 +17,11 @@ int file_read_all(const char *path, char **out, size_t *len, kb_err *err) {
         n += r;
         if (r == 0) break;
     }
-    int bad = ferror(f);
+    int bad = ferror(f), e = errno;
     fclose(f);
     if (bad) {
         free(buf);
-        return kb_fail(err, KB_EINPUT, "%s: read error", path);
+        return kb_fail(err, KB_EINPUT, "%s: cannot read: %s", path, strerror(e));
     }
     buf[n] = 0;
     *out = buf;

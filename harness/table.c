@@ -164,6 +164,8 @@ int table_read_csv(const char *path, const char *const *expect_cols, int ncol, k
         }
         if (r.rc) break;
     }
+    if (!rc && !r.rc && ferror(f)) /* a directory, an I/O error */
+        rc = kb_fail(err, KB_EINPUT, "%s: cannot read: %s", path, strerror(errno));
     if (!rc && !r.rc && csv_fini(&p, on_field, on_record, &r))
         rc = kb_fail(err, KB_EINPUT, "%s: malformed CSV at the end: %s", path,
                      csv_strerror(csv_error(&p)));
@@ -175,6 +177,19 @@ int table_read_csv(const char *path, const char *const *expect_cols, int ncol, k
     if (!rc && !r.header_done) rc = kb_fail(err, KB_EINPUT, "%s: empty file, expected a header row", path);
     if (rc && r.header_done) table_free(out);
     return rc;
+}
+
+int table_check_numbers(const kb_table *t, const char *path, const char *const *cols, kb_err *err) {
+    for (int c = 0; cols[c]; c++)
+        for (int r = 0; r < t->nrow; r++) {
+            const char *v = table_get(t, r, cols[c]);
+            char *end;
+            double d = *v ? strtod(v, &end) : 0;
+            if (*v && (*end || !isfinite(d)))
+                return kb_fail(err, KB_EINPUT, "%s: data row %d: %s '%s', expected a number", path, r + 1,
+                               cols[c], v);
+        }
+    return 0;
 }
 
 const char *fmt_double(char *buf, size_t cap, double v) {

@@ -26,6 +26,9 @@ int table_write_csv(const kb_table *t, const char *path, kb_err *err);
  * path:line. If expect_cols is non-NULL the header must equal it. */
 int table_read_csv(const char *path, const char *const *expect_cols, int ncol, kb_table *out,
                    kb_err *err);
+/* Every value of the named columns (NULL-terminated list) must be empty or a
+ * finite number; the error names the file, the data row and the column. */
+int table_check_numbers(const kb_table *t, const char *path, const char *const *cols, kb_err *err);
 
 /* Formatting helpers (static buffers are not used: caller passes buf). */
 const char *fmt_double(char *buf, size_t cap, double v); /* "%.6g", "nan" for NaN, "" for -inf? no */

@@ -468,7 +468,10 @@ int gguf_open_mem(const void *buf, size_t size, const char *name, gguf_file **ou
 
 int gguf_open(const char *path, gguf_file **out, kb_err *err) {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO would otherwise block the open until a writer comes;
+     * it is refused below like every file that is not regular (no effect on
+     * regular files) */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return kb_fail(err, errno == ENOENT || errno == EACCES || errno == ENOTDIR ? KB_EINPUT
                                                                                     : KB_ERUNTIME,

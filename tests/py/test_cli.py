@@ -88,8 +88,23 @@ def test_bad_models(kvbench_bin, broken, kind, tmp_path):
     assert not (tmp_path / "l.npy").exists()
 
 
+def test_model_not_a_regular_file(kvbench_bin, tmp_path):
+    """A FIFO (or directory) as the model is refused at once: opening a FIFO
+    used to wait for a writer forever."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path in (fifo, tmp_path):
+        for args in (["info", path], ["generate", "-m", path, "-p", "hi"]):
+            p = run(kvbench_bin, *args, timeout=20)
+            assert p.returncode == 2, (args, p.stderr)
+            assert f"{path}: not a regular file (expected a GGUF file)" in p.stderr, p.stderr
+
+
 def test_generate_errors(kvbench_bin, tiny, tmp_path):
+    (tmp_path / "nul.txt").write_bytes(b"a\0b")
     cases = [
+        (["-m", tiny, "-f", tmp_path / "nul.txt"], "nul.txt: byte 1 is NUL, expected text"),
+        (["-m", tiny, "-f", tmp_path], "cannot read: Is a directory"),
         (["-m", tiny], "exactly one of -p TEXT or -f FILE"),
         (["-m", tiny, "-p", "x", "-n", "0"], "--max-new expects an integer"),
         (["-m", tiny, "-p", "x", "-n", "12abc"], "--max-new expects an integer"),
@@ -147,6 +162,9 @@ def test_sweep_cli_errors(kvbench_bin, tiny, tmp_path):
         ([], "expected exactly one CONFIG.json"),
         ([cfg, "--shard", "3/2"], "--shard expects I/N"),
         ([cfg, "--shard", "x"], "--shard expects I/N"),
+        ([cfg, "--shard", "1/4294967298"], "--shard expects I/N"),   # was read as 1/2
+        ([cfg, "--shard", "0/99999999999"], "--shard expects I/N"),
+        ([cfg, "--shard", "+0/2"], "--shard expects I/N"),
         ([cfg, "--threads", "0"], "--threads expects"),
         ([cfg, "--set", "bogus=1"], "unknown top-level key 'bogus'"),
         ([cfg, "--set", "noequals"], "--set expects KEY=VALUE"),
@@ -236,8 +254,9 @@ def test_output_paths(kvbench_bin, tiny, tmp_path):
     assert not (tmp_path / "no").exists()
     # plots/ taken by a file; a bad context after --out: no directory left
     run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    (run_dir / "latency.csv").write_text("method,context,speedup_vs_full\nfull,64,1\n")
+    p = run(kvbench_bin, "bench", "methods", "-m", tiny, "--methods", "full", "--contexts", "64",
+            "--decode-tokens", "2", "--reps", "1", "--out", run_dir)
+    assert p.returncode == 0, p.stderr
     (run_dir / "plots").write_text("")
     p = run(kvbench_bin, "plot", run_dir)
     assert p.returncode == 2 and "plots: exists and is not a directory" in p.stderr, p.stderr

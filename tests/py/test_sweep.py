@@ -515,6 +515,45 @@ def test_merge_needs_every_cell(kvbench_bin, tiny, tmp_path):
     assert not (tmp_path / "m").exists()
 
 
+def test_plot_refuses_damaged_tables(kvbench_bin, tiny, tmp_path):
+    """plot reads each table with its own columns and the numbers it draws
+    checked: before, a cut summary.csv made "0 figures" with exit 0 and a
+    score 'abc' was drawn as 0."""
+    cfg = write_config(tmp_path / "c.json", methods=["full", "rocketkv"])
+    run = tmp_path / "run"
+    assert sweep(kvbench_bin, cfg, run, tiny).returncode == 0
+
+    def cut(d):
+        (d / "summary.csv").write_bytes((d / "summary.csv").read_bytes()[:100])
+        return "summary.csv:1: header does not match"
+
+    def cell(name, column, value):
+        def f(d):
+            with open(d / name, newline="") as fh:
+                t = list(csv.reader(fh))
+            t[1][t[0].index(column)] = value
+            with open(d / name, "w", newline="") as fh:
+                csv.writer(fh).writerows(t)
+            return f"{name}: data row 1: {column} '{value}', expected a number"
+        return f
+
+    def directory(d):
+        (d / "summary.csv").unlink()
+        (d / "summary.csv").mkdir()
+        return "summary.csv: cannot read: Is a directory"
+
+    for i, damage in enumerate([cut, cell("summary.csv", "score", "abc"),
+                                cell("samples.csv", "depth", "x"), cell("summary.csv", "budget", "inf"),
+                                directory]):
+        d = tmp_path / f"bad{i}"
+        subprocess.run(["cp", "-r", str(run), str(d)], check=True)
+        msg = damage(d)
+        p = subprocess.run([kvbench_bin, "plot", str(d)], capture_output=True, text=True)
+        assert p.returncode == 2, (i, p.stdout, p.stderr)
+        assert msg in p.stderr, (i, p.stderr)
+        assert not (d / "plots").exists()
+
+
 def test_plots(kvbench_bin, tiny, tmp_path):
     if subprocess.run(["which", "gnuplot"], capture_output=True).returncode:
         pytest.skip("gnuplot not installed")
@@ -533,12 +572,16 @@ def test_plots(kvbench_bin, tiny, tmp_path):
 
 
 
-def test_plot_hostile_names_and_many_lengths(kvbench_bin, tmp_path):
+def test_plot_hostile_names_and_many_lengths(kvbench_bin, tiny, tmp_path):
     """Labels, task names and the model name reach gnuplot as text only (a quote
     or a line break in them cannot end a string and run a command), and a
     needle heatmap with more lengths than any fixed buffer is drawn whole."""
     if subprocess.run(["which", "gnuplot"], capture_output=True).returncode:
         pytest.skip("gnuplot not installed")
+    # plot needs the tables' own columns: take them from a real run
+    real = tmp_path / "real"
+    assert sweep(kvbench_bin, write_config(tmp_path / "c.json", methods=["full"]), real, tiny).returncode == 0
+    header = {n: next(csv.reader(open(real / n, newline=""))) for n in ("summary.csv", "samples.csv")}
     run = tmp_path / "run"
     run.mkdir()
     pwned = [tmp_path / f"pwned{i}" for i in range(3)]
@@ -547,19 +590,20 @@ def test_plot_hostile_names_and_many_lengths(kvbench_bin, tmp_path):
     task = f"t'.system('touch {pwned[2]}').'"
     (run / "run.json").write_text(json.dumps({"model": {"name": "it's"}}))
     with open(run / "summary.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["task", "turn", "label", "budget", "params", "score"])
+        w = csv.DictWriter(f, header["summary.csv"], restval="")
+        w.writeheader()
         for t in (task, "ALL"):
             for lab in (label, label2):
                 for b, sc in (("32", "10"), ("64", "20")):
-                    w.writerow([t, "all", lab, b, "{}", sc])
+                    w.writerow(dict(task=t, turn="all", label=lab, budget=b, params="{}", score=sc))
     n_len = 600
     with open(run / "samples.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["task", "label", "budget", "depth", "target_tokens", "context_tokens", "score"])
+        w = csv.DictWriter(f, header["samples.csv"], restval="")
+        w.writeheader()
         for i in range(n_len):
             for d in ("0", "1"):
-                w.writerow(["needle", label, "", d, str(100 + i), str(110 + i), str(i % 2)])
+                w.writerow(dict(task="needle", label=label, budget="", depth=d, target_tokens=str(100 + i),
+                                context_tokens=str(110 + i), score=str(i % 2)))
     p = subprocess.run([kvbench_bin, "plot", str(run), "--formats", "png"], capture_output=True,
                        text=True, timeout=300)
     assert p.returncode == 0, (p.returncode, p.stderr)
