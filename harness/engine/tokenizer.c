@@ -599,7 +599,14 @@ char *tokenizer_decode(const kb_tokenizer *t, const int32_t *ids, int n, int ren
         o += len;
     }
     s[o] = 0;
-    return s;
+    /* byte-level pieces can end mid-character (a cut, or a model's own bytes):
+     * the text is made valid UTF-8 as HF's decoder makes it (U+FFFD), so that
+     * predictions and truncated prompts are the reference's strings and every
+     * CSV and JSON written from them is valid UTF-8 */
+    char *v = KB_MALLOC(3 * o + 1);
+    utf8_lossy(s, o, v);
+    free(s);
+    return v;
 }
 
 /* ---- accessors ---- */

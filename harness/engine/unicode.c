@@ -1,6 +1,8 @@
 /* unicode.c - UTF-8 coding and category lookups over the generated tables. */
 #include "harness/engine/unicode.h"
 
+#include <string.h>
+
 int utf8_len(uint8_t lead) {
     if (lead < 0x80) return 1;
     if ((lead & 0xE0) == 0xC0) return 2;
@@ -82,4 +84,38 @@ int unicode_is_whitespace(uint32_t cp) {
     for (size_t i = 0; i < unicode_n_whitespace; i++)
         if (unicode_whitespace[i] == cp) return 1;
     return 0;
+}
+
+size_t utf8_lossy(const char *s, size_t n, char *out) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned c = u[i];
+        int len = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
+                : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+        if (len == 1) {
+            out[o++] = (char)c;
+            i++;
+            continue;
+        }
+        /* the second byte's range excludes overlongs, surrogates and > U+10FFFF */
+        unsigned lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80, hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+        int k = len ? 1 : 0;
+        while (len && k < len && i + (size_t)k < n) {
+            unsigned b = u[i + (size_t)k];
+            if (k == 1 ? b < lo || b > hi : b < 0x80 || b > 0xBF) break;
+            k++;
+        }
+        if (len && k == len) {
+            memcpy(out + o, s + i, (size_t)len);
+            o += (size_t)len;
+            i += (size_t)len;
+        } else { /* one U+FFFD for the lead byte and the continuation bytes it took */
+            memcpy(out + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i += (size_t)(k ? k : 1);
+        }
+    }
+    out[o] = 0;
+    return o;
 }

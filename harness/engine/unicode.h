@@ -34,6 +34,11 @@ extern const size_t unicode_n_whitespace;
  * (1..4). Overlong forms, surrogates, values above U+10FFFF and truncated
  * sequences give UNICODE_INVALID with *n = 1. */
 uint32_t utf8_decode(const char *s, size_t len, size_t *n);
+/* Copies s[0..n) to out as valid UTF-8, each maximal ill-formed subpart
+ * replaced by U+FFFD, as Python's bytes.decode("utf-8", "replace") and
+ * Rust's String::from_utf8_lossy (HF tokenizers' decoder) do. out needs 3n + 1
+ * bytes; returns the length written (out is NUL-terminated). */
+size_t utf8_lossy(const char *s, size_t n, char *out);
 /* Writes cp as UTF-8 into out (4 bytes room); returns the length (0 for an
  * invalid code point). */
 int utf8_encode(uint32_t cp, char *out);

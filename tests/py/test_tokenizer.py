@@ -137,6 +137,51 @@ def test_decode_roundtrip(smol, tmp_path):
         assert p == hf.decode(i, skip_special_tokens=True), t
 
 
+def _bytes_to_unicode():
+    """GPT-2's byte -> printable character map (the byte-level pieces' alphabet)."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+def test_decode_makes_valid_utf8(smol, tmp_path):
+    """Byte-level pieces can end mid-character. Decoding replaces each maximal
+    ill-formed subpart with U+FFFD, as HF's decoder (Rust's from_utf8_lossy)
+    and Python's bytes.decode("utf-8", "replace") do, so predictions and
+    truncated prompts are the reference's strings and the CSV/JSON written
+    from them is valid UTF-8. References: Python's decoder on random byte
+    strings spelled with the 256 single-byte tokens (lead bytes, stray and
+    missing continuations, overlongs, surrogates, > U+10FFFF), and HF's
+    decoder on random ids of the whole vocabulary."""
+    info, _ = smol
+    tid = {t: i for i, t in enumerate(info["tokens"])}
+    b2u = _bytes_to_unicode()
+    byte_id = {b: tid[b2u[b]] for b in range(256) if b2u[b] in tid}  # a few control bytes lack one
+    rng = __import__("random").Random(7)
+    # (C0, C1 and F5..FF never occur in UTF-8 and have no token here)
+    interesting = [0x41, 0x80, 0xBF, 0xC2, 0xDF, 0xE0, 0xA0, 0xED, 0x9F, 0xEF, 0xF0, 0x90, 0xF3,
+                   0xF4, 0x8F]
+    assert all(b in byte_id for b in interesting) and len(byte_id) > 200, sorted(set(range(256)) - set(byte_id))
+    every = sorted(b for b in byte_id if b)  # a decoded NUL would end the C string: not here
+    seqs = [bytes(rng.choice(interesting) if rng.random() < 0.7 else rng.choice(every)
+                  for _ in range(rng.randint(1, 12))) for _ in range(3000)]
+    got = decode_all(MODEL, [[byte_id[b] for b in q] for q in seqs], tmp_path)
+    for q, g in zip(seqs, got):
+        assert g == q.decode("utf-8", "replace"), q
+    hf = ref.hf_byte_level(info["tokens"], info["merges"], info["types"], "smollm")
+    nul = byte_id[0]
+    ids = [[i for i in (rng.randrange(len(info["tokens"])) for _ in range(rng.randint(1, 6))) if i != nul]
+           for _ in range(3000)]
+    got = decode_all(MODEL, ids, tmp_path)
+    for i, g in zip(ids, got):
+        assert g == hf.decode(i, skip_special_tokens=True), i
+
+
 def test_decode_prompt_and_pieces():
     r = run(["-m", MODEL, "--decode", "-p", "19556 28 392 416 722"])
     assert r.returncode == 0 and r.stdout.decode() == "Hello, we can use\n"
