@@ -1,6 +1,8 @@
 /* json.c - cJSON helpers with errors naming file, line and key (json.h). */
 #include "harness/json.h"
 
+#include "harness/engine/unicode.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -98,10 +100,26 @@ cJSON *json_cli_value(const char *s, const char *opt, const char *arg, kb_err *e
     return cJSON_CreateString(s); /* a bare word is a string */
 }
 
+/* The first byte of s[0..n) that does not start a valid UTF-8 sequence, or
+ * NULL: JSON text is UTF-8 (RFC 8259), and a string with other bytes would
+ * reach the tables and run.json, which Python's csv and json then cannot read. */
+static const char *utf8_bad(const char *s, size_t n) {
+    for (size_t i = 0, k; i < n; i += k)
+        if ((unsigned char)s[i] < 0x80) k = 1;
+        else if (utf8_decode(s + i, n - i, &k) == UNICODE_INVALID) return s + i;
+    return NULL;
+}
+
 int json_parse(const char *text, size_t len, const char *name, cJSON **out, kb_err *err) {
-    const char *end = NULL;
+    const char *end = NULL, *bad;
     if (memchr(text, 0, len))
         return kb_fail(err, KB_EINPUT, "%s: contains a NUL byte; expected JSON text", name);
+    if ((bad = utf8_bad(text, len))) {
+        long line, col;
+        line_col(text, bad, &line, &col);
+        return kb_fail(err, KB_EINPUT, "%s:%ld:%ld: byte 0x%02x is not valid UTF-8 (JSON text is UTF-8)",
+                       name, line, col, (unsigned char)*bad);
+    }
     if (json_has_nul_escape(text, len))
         return kb_fail(err, KB_EINPUT, "%s: \\u0000 in a string is not supported (the text would "
                        "end there)", name);
@@ -327,6 +345,12 @@ int jsonl_foreach(const char *path, json_line_fn fn, void *ctx, kb_err *err) {
         if (json_has_nul_escape(line, l)) {
             rc = kb_fail(err, KB_EINPUT, "%s: \\u0000 in a string is not supported (the text would end there)",
                          name);
+            break;
+        }
+        const char *bad = utf8_bad(line, l);
+        if (bad) {
+            rc = kb_fail(err, KB_EINPUT, "%s: byte 0x%02x at column %ld is not valid UTF-8 (JSON text is UTF-8)",
+                         name, (unsigned char)*bad, (long)(bad - line) + 1);
             break;
         }
         const char *end = NULL;

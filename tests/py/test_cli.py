@@ -289,6 +289,28 @@ def test_jsonl_nul(kvbench_bin, tiny, tmp_path):
     assert p.returncode == 2 and "read error" in p.stderr and p.stdout == "", p.stderr
 
 
+@pytest.mark.parametrize("bad", [b"\xff", b"\xc0\x80", b"\xed\xa0\x80", b"\xe2\x82", b"\xf4\x90\x80\x80"],
+                         ids=["ff", "overlong", "surrogate", "cut", "above_10ffff"])
+def test_json_must_be_utf8(kvbench_bin, tiny, tmp_path, bad):
+    """JSON text is UTF-8 (RFC 8259). A config or JSONL line with other bytes
+    is refused, naming the file and where: its strings would otherwise reach
+    samples.csv and run.json, which Python's csv and json then cannot read."""
+    base = json.dumps({"tasks": [{"task": "needle", "words": [20], "depths": 1, "per_cell": 1,
+                                  "max_new": 2}], "methods": ["full"], "description": "@"}).encode()
+    cfg = tmp_path / "c.json"
+    cfg.write_bytes(base.replace(b"@", b"ok " + bad))
+    col = base.index(b"@") + 4
+    p = run(kvbench_bin, "sweep", cfg, "--dry-run", "-m", tiny)
+    assert p.returncode == 2, p.stderr
+    assert f"{cfg}:1:{col}: byte 0x{bad[0]:02x} is not valid UTF-8" in p.stderr, p.stderr
+    rows = tmp_path / "r.jsonl"
+    rows.write_bytes(b'{"pred": "a", "answers": ["a"]}\n{"pred": "a' + bad + b'", "answers": ["a"]}\n')
+    p = run(kvbench_bin, "score", "--metric", "exact_match", rows)
+    assert p.returncode == 2, p.stderr
+    assert f"{rows}:2: byte 0x{bad[0]:02x} at column 12 is not valid UTF-8" in p.stderr, p.stderr
+    assert p.stdout == ""
+
+
 def test_json_duplicate_keys_and_trailing_text(kvbench_bin, tiny, tmp_path):
     """cJSON keeps the first of two equal keys and Python's json the last, so
     a document with one is ambiguous: refused, naming the key and where it is.
