@@ -94,6 +94,10 @@ int cmd_logits(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    if (chat && tokens) {
+        fprintf(stderr, "kvbench logits: --chat applies to --prompt (--tokens are used as given)\n");
+        return 2;
+    }
     kb_err err = {0};
     if (check_out_path(out, 0, &err)) {
         fprintf(stderr, "kvbench logits: --out %s\n", err.msg);
@@ -129,7 +133,10 @@ int cmd_logits(int argc, char **argv) {
         fprintf(stderr, "kvbench logits: %s\n", err.msg);
         rc = 2;
     }
-    if (!rc && positions) rc = parse_ids(positions, &pos, &np, 0, n - 1, "--positions");
+    if (!rc && positions && !(rc = parse_ids(positions, &pos, &np, 0, n - 1, "--positions")) && !np) {
+        fprintf(stderr, "kvbench logits: --positions expects at least one position in [0, %d]\n", n - 1);
+        rc = 2;
+    }
     if (!rc && !positions) {
         np = n;
         pos = malloc((size_t)n * sizeof *pos);

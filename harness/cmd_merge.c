@@ -69,6 +69,12 @@ int cmd_merge(int argc, char **argv) {
         fprintf(stderr, "usage: kvbench merge [--force] OUT_DIR SHARD_DIR...\n");
         return 2;
     }
+    for (int i = 2; i < argc; i++)
+        if (argv[i][0] == '-') {
+            fprintf(stderr, "kvbench merge: '%s': options go before OUT_DIR (a shard directory starting "
+                    "with '-' is written ./%s)\n", argv[i], argv[i]);
+            return 2;
+        }
     const char *out = argv[1];
     int ns = argc - 2;
     kb_err err = {0};

@@ -779,6 +779,12 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
     long todo = 0;
     for (int i = 0; i < samples.n; i++)
         if (o->shard_n <= 1 || i % o->shard_n == o->shard_i) todo++;
+    /* before --dry-run, which must refuse what the run would */
+    if (o->dump_trace_layer >= d.m->hp.n_layer) {
+        rc = kb_fail(err, KB_EINPUT, "--dump-trace %d: the model has layers 0..%d", o->dump_trace_layer,
+                     d.m->hp.n_layer - 1);
+        goto done_samples;
+    }
     if (o->dry_run) {
         printf("run: %s -> %s\nmodel: %s\nsamples: %d (this shard %ld), cells per sample: %d\n",
                cfg.path, out, model_spec, samples.n, todo, cfg.n_cells);
@@ -788,11 +794,6 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
         goto done_samples;
     }
 
-    if (o->dump_trace_layer >= d.m->hp.n_layer) {
-        rc = kb_fail(err, KB_EINPUT, "--dump-trace %d: the model has layers 0..%d", o->dump_trace_layer,
-                     d.m->hp.n_layer - 1);
-        goto done_samples;
-    }
     snprintf(d.out_dir, sizeof d.out_dir, "%s", out);
     /* run directory and manifest */
     if ((rc = make_dirs(out, err)) || (rc = dir_lock(out, &lock_fd, err))) goto done_samples;

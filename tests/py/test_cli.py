@@ -113,6 +113,9 @@ def test_generate_errors(kvbench_bin, tiny, tmp_path):
         (["-m", tiny, "-p", "x", "--method", "rocketkv"], "budget"),
         (["-m", tiny, "-p", "x", "--method", "snapkv", "--budget", "64", "--set", "kernel=8"], "kernel"),
         (["-m", tiny, "-p", "x", "--set", "nokey"], "--set expects KEY=VALUE"),
+        (["-m", tiny, "-p", "x", "--set", "method=quest"], "--set method=quest: give the method with --method"),
+        (["-m", tiny, "-p", "x", "--method", "quest", "--budget", "64", "--set", "budget=128"],
+         "--set budget=128: give the method with --method and the budget with --budget"),
         (["-m", tiny, "-p", "x", "--method", "rocketkv", "--budget", "64", "--set", "r=[3"],
          "--set r=[3: the value is not valid JSON"),
         (["-m", tiny, "-p", "x", "--method", "rocketkv", "--budget", "64", "--set", "r=3 4"],
@@ -147,6 +150,9 @@ def test_logits_errors(kvbench_bin, tiny, tmp_path):
         (["-m", tiny, "--tokens", "1,999999", "--out", out], "--tokens expects integers"),
         (["-m", tiny, "--tokens", "1,2", "--positions", "5", "--out", out], "--positions"),
         (["-m", tiny, "--tokens", "1,2", "--path", "sideways", "--out", out], "--path expects"),
+        (["-m", tiny, "--tokens", "1,2", "--positions", "", "--out", out], "--positions expects at least one"),
+        (["-m", tiny, "--tokens", "1,2", "--positions", " , ", "--out", out], "--positions expects at least one"),
+        (["-m", tiny, "--tokens", "1,2", "--chat", "--out", out], "--chat applies to --prompt"),
     ]
     for args, msg in cases:
         p = run(kvbench_bin, "logits", *args)
@@ -176,6 +182,7 @@ def test_sweep_cli_errors(kvbench_bin, tiny, tmp_path):
         ([cfg, "--set", 'description={"a":1}'], "key 'description': expected a string, got an object"),
         ([tmp_path / "missing.json"], "missing.json: cannot open"),
         ([cfg, "--dump-trace", "50"], "--dump-trace 50"),
+        ([cfg, "--dump-trace", "50", "--dry-run"], "--dump-trace 50"),   # --dry-run passed it
     ]
     for args, msg in cases:
         out = tmp_path / "out"
@@ -198,6 +205,8 @@ def test_plot_and_merge_errors(kvbench_bin, tmp_path):
     assert p.returncode == 2 and "--formats" in p.stderr
     p = run(kvbench_bin, "merge", tmp_path / "m")
     assert p.returncode == 2 and "usage" in p.stderr
+    p = run(kvbench_bin, "merge", tmp_path / "m", tmp_path / "nothing", "--force")
+    assert p.returncode == 2 and "'--force': options go before OUT_DIR" in p.stderr, p.stderr
     p = run(kvbench_bin, "merge", tmp_path / "m", tmp_path / "nothing")
     assert p.returncode == 2 and "run.json" in p.stderr
     assert not (tmp_path / "m").exists()
