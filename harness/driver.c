@@ -50,6 +50,7 @@ const char *const kb_samples_cols[] = {
     "prediction", "answers",
     "prompt_tokens", "new_tokens", "prefill_ms", "decode_ms_per_token", "attn_ms_per_token",
     "tokens_resident", "bytes_resident", "tokeq_read_per_step", "bytes_read_per_step",
+    "approx_tokeq_per_step", "attended_per_step",
     "compression_ratio", "recall", "mass_covered", "out_rel_err", "kl_vs_full", "top1_vs_full"};
 const int kb_samples_ncols = (int)(sizeof kb_samples_cols / sizeof kb_samples_cols[0]);
 
@@ -105,7 +106,7 @@ static int decode_turn(drv *d, kb_methodset *ms, kb_attn_backend *via, int32_t f
     o->gen = KB_MALLOC((size_t)(max_new + 1) * sizeof(int32_t));
     int32_t tok = first;
     int pos = pos0;
-    double read_tokeq = 0, read_bytes = 0, attended = 0;
+    double read_tokeq = 0, read_bytes = 0, attended = 0, approx = 0;
     size_t slen = stop ? strlen(stop) : 0, tlen = 0, tcap = 256;
     char *text = slen ? KB_MALLOC(tcap) : NULL; /* decoded so far, for the stop string */
     for (int i = 0; i < max_new; i++) {
@@ -121,6 +122,7 @@ static int decode_turn(drv *d, kb_methodset *ms, kb_attn_backend *via, int32_t f
         kb_cell_account a;
         methodset_account(ms, &a);
         read_tokeq += a.read_tokeq;
+        approx += a.approx_tokeq;
         read_bytes += a.read_bytes;
         attended += a.attended;
         o->acc = a;
@@ -143,6 +145,7 @@ static int decode_turn(drv *d, kb_methodset *ms, kb_attn_backend *via, int32_t f
         o->acc.read_tokeq = read_tokeq / o->steps;
         o->acc.read_bytes = read_bytes / o->steps;
         o->acc.attended = attended / o->steps;
+        o->acc.approx_tokeq = approx / o->steps;
     }
     return 0;
 }
@@ -158,7 +161,7 @@ static char *answers_json(const kb_turn *t) {
 static void add_row(drv *d, long seq, const kb_sample *s, int t, const kb_cell *c, int ctx_tokens,
                     int prompt_tokens, double prefill_s, const turn_out *o, const char *pred,
                     const fid_vals *fv) {
-    char b[20][64];
+    char b[21][64];
     const kb_turn *tu = &s->turns[t];
     char *ans = answers_json(tu);
     int k = 0;
@@ -181,8 +184,8 @@ static void add_row(drv *d, long seq, const kb_sample *s, int t, const kb_cell *
     v[k++] = fmt_double(b[6], 64, turn_score(s, t, pred));
     v[k++] = tu->metric2;
     v[k++] = tu->metric2[0] ? fmt_double(b[17], 64, turn_score2(s, t, pred, 1)) : "";
-    /* the table holds valid UTF-8: invalid bytes of a generation become U+FFFD
-     * (Python's errors="replace"); the score used the raw text */
+    /* the table holds valid UTF-8 (tokenizer_decode already replaced invalid
+     * bytes with U+FFFD, as Python's errors="replace" does; kept as a guard) */
     ustr u = {0};
     ustr_from_utf8(&u, pred);
     char *pred_utf8 = utf8_from_u32(u.v, u.n);
@@ -198,6 +201,8 @@ static void add_row(drv *d, long seq, const kb_sample *s, int t, const kb_cell *
     v[k++] = fmt_double(b[13], 64, o->acc.resident_bytes);
     v[k++] = fmt_double(b[14], 64, o->acc.read_tokeq);
     v[k++] = fmt_double(b[15], 64, o->acc.read_bytes);
+    v[k++] = fmt_double(b[19], 64, o->acc.approx_tokeq);
+    v[k++] = fmt_double(b[20], 64, o->acc.attended);
     v[k++] = fmt_double(b[16], 64, o->acc.resident_tokens > 0 ? ctx_tokens / o->acc.resident_tokens : 0);
     char fb[5][64];
     double fx[5] = {fv ? fv->recall : 0, fv ? fv->mass : 0, fv ? fv->rel_err : 0, fv ? fv->kl : 0,

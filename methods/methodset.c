@@ -262,6 +262,7 @@ void methodset_account(kb_methodset *m, kb_cell_account *a) {
         a->resident_tokens += x.resident_tokens / m->n_layers;
         a->resident_bytes += x.resident_bytes;
         a->read_tokeq += x.read_tokeq / m->n_layers;
+        a->approx_tokeq += x.approx_tokeq / m->n_layers;
         a->read_bytes += x.read_bytes;
         a->attended += x.attended / m->n_layers;
         a->select_seconds += x.select_seconds;

@@ -19,6 +19,7 @@ typedef struct kb_cell_account {
     double resident_tokens; /* per KV head, mean over layers */
     double resident_bytes;  /* all layers */
     double read_tokeq;      /* per KV head per step, mean over layers */
+    double approx_tokeq;    /* the approximation's part (in either mode), per KV head, mean over layers */
     double read_bytes;      /* all layers, last step */
     double attended;        /* per query head, mean over layers */
     double select_seconds;  /* all layers, cumulative since the build (kb_account) */

@@ -97,6 +97,34 @@ def test_budget_mode_is_a_column_not_a_param(kvbench_bin, tiny, tmp_path):
                      ("quest", '{"gqa":"group_sum"}', "traffic")}, cells
 
 
+def test_both_budget_counts_logged(kvbench_bin, tiny, tmp_path):
+    """methods.md §1: a budget counts reads (traffic: attended rows plus the
+    approximation) or attended tokens only (topk); both are logged. Every row
+    has the approximation's token-eq and the attended tokens, so either
+    count follows from the row whatever its mode: for methods whose heads of a
+    group share one selection, traffic = attended + approx and topk =
+    attended (the accountant's definitions, docs/METHODS.md)."""
+    methods = ["full", "rocketkv", {"method": "rocketkv", "label": "rk_topk", "budget_mode": "topk"},
+               "hybrid", "quest", "sparq", "snapkvpp"]
+    task = [{"task": "needle", "words": [150], "depths": [0.5], "per_cell": 1, "max_new": 4}]
+    cfg = write_config(tmp_path / "c.json", tasks=task, methods=methods, budgets=[32])
+    out = tmp_path / "run"
+    p = sweep(kvbench_bin, cfg, out, tiny)
+    assert p.returncode == 0, p.stderr
+    seen = set()
+    for r in rows(out / "samples.csv"):
+        read, approx, att = (float(r[c]) for c in ("tokeq_read_per_step", "approx_tokeq_per_step",
+                                                    "attended_per_step"))
+        seen.add(r["label"])
+        want = att + (approx if r["budget_mode"] == "traffic" else 0)
+        assert abs(read - want) <= 1e-9 * max(1, read), (r["label"], read, att, approx)
+        if r["label"] in ("full", "snapkvpp"):
+            assert approx == 0, r["label"]
+        else:
+            assert approx > 0, r["label"]
+    assert seen == {"full", "rocketkv", "rk_topk", "hybrid", "quest", "sparq", "snapkvpp"}
+
+
 def needle_config(tmp_path, max_new, depths=4):
     """A needle sweep of 4 budgets long enough to be stopped in the middle."""
     return write_config(tmp_path / "c.json", budgets=[32, 48, 64, 128],
