@@ -114,8 +114,12 @@ def test_replay_matches_reference(traces, tmp_path, tname, ci):
             near += 1
             diverged = True  # the caches differ from here on: stop comparing steps
     if not diverged:
+        # a decode step's selection does not change the cache (the trace gives
+        # every step's K and V), so a near tie at step i excuses only that
+        # step's output: later steps are compared as before
         for i in range(N):
             ws = want["selected"][i]
+            tie = False
             for r in range(ws.shape[0]):
                 rows += 1
                 a = got["selected"][i, r]
@@ -126,9 +130,9 @@ def test_replay_matches_reference(traces, tmp_path, tname, ci):
                 assert m, f"step {i} row {r}: selected {a[:10]}... vs reference {b[:10]}..."
                 if m == "near":
                     near += 1
-                    diverged = True
-            if diverged:
-                break
+                    tie = True
+            if tie:
+                continue
             err = np.abs(got["out"][i] - want["out"][i]).max()
             assert err <= OUT_TOL, f"step {i}: output error {err}"
     assert near * 50 <= max(rows, 50), f"{near} near ties in {rows} rows"
