@@ -15,10 +15,10 @@ static const char *const top_keys[] = {
     "latency", NULL};
 static const char *const latency_keys[] = {"contexts", "decode_tokens", "reps", "rounds", NULL};
 
-/* Keys of a method entry that are the driver's, not the method's. */
-/* Keys with columns of their own in the tables, kept out of `params`: a
- * budget_mode given at the top level or in the entry (or left at its
- * default) then gives the same params string. */
+/* Keys of a method entry that are the driver's, not the method's: they have
+ * columns of their own in the tables and stay out of `params`, so that a
+ * budget_mode given at the top level, in the entry or left at its default
+ * gives the same params string. */
 static int is_cell_key(const char *k) {
     return !strcmp(k, "method") || !strcmp(k, "label") || !strcmp(k, "budget") ||
            !strcmp(k, "budgets") || !strcmp(k, "budget_mode");

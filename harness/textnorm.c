@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 
+#include "harness/engine/unicode.h"
 #include "kernels/kb_base.h"
 
 /* Tables from harness/unicode_tables.c (generated). Ranges are sorted and
@@ -57,52 +58,9 @@ void ustr_append(ustr *s, const uint32_t *v, size_t n) {
  * that end early becomes a single U+FFFD, and decoding resumes at the byte
  * that broke the sequence. */
 void ustr_from_utf8n(ustr *s, const char *text, size_t len) {
-    const unsigned char *p = (const unsigned char *)text;
     s->n = 0;
     ustr_reserve(s, len + 1);
-    size_t i = 0;
-    while (i < len) {
-        unsigned c = p[i];
-        if (c < 0x80) {
-            s->v[s->n++] = c;
-            i++;
-            continue;
-        }
-        int need;
-        unsigned lo = 0x80, hi = 0xBF;
-        uint32_t cp;
-        if (c >= 0xC2 && c <= 0xDF) {
-            need = 1;
-            cp = c & 0x1F;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            need = 2;
-            cp = c & 0x0F;
-            if (c == 0xE0) lo = 0xA0;
-            if (c == 0xED) hi = 0x9F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            need = 3;
-            cp = c & 0x07;
-            if (c == 0xF0) lo = 0x90;
-            if (c == 0xF4) hi = 0x8F;
-        } else {
-            s->v[s->n++] = 0xFFFD;
-            i++;
-            continue;
-        }
-        size_t j = i + 1;
-        int ok = 1;
-        for (int k = 0; k < need; k++, j++) {
-            unsigned b = j < len ? p[j] : 0;
-            unsigned l = k == 0 ? lo : 0x80, h = k == 0 ? hi : 0xBF;
-            if (j >= len || b < l || b > h) {
-                ok = 0;
-                break;
-            }
-            cp = (cp << 6) | (b & 0x3F);
-        }
-        s->v[s->n++] = ok ? cp : 0xFFFD;
-        i = j;
-    }
+    for (size_t i = 0, k; i < len; i += k) s->v[s->n++] = utf8_decode_lossy(text + i, len - i, &k);
 }
 
 void ustr_from_utf8(ustr *s, const char *text) { ustr_from_utf8n(s, text, strlen(text)); }

@@ -86,36 +86,42 @@ int unicode_is_whitespace(uint32_t cp) {
     return 0;
 }
 
-size_t utf8_lossy(const char *s, size_t n, char *out) {
+uint32_t utf8_decode_lossy(const char *s, size_t len, size_t *n) {
     const unsigned char *u = (const unsigned char *)s;
-    size_t o = 0;
-    for (size_t i = 0; i < n;) {
-        unsigned c = u[i];
-        int len = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
-                : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-        if (len == 1) {
-            out[o++] = (char)c;
-            i++;
-            continue;
-        }
-        /* the second byte's range excludes overlongs, surrogates and > U+10FFFF */
-        unsigned lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80, hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
-        int k = len ? 1 : 0;
-        while (len && k < len && i + (size_t)k < n) {
-            unsigned b = u[i + (size_t)k];
-            if (k == 1 ? b < lo || b > hi : b < 0x80 || b > 0xBF) break;
-            k++;
-        }
-        if (len && k == len) {
-            memcpy(out + o, s + i, (size_t)len);
-            o += (size_t)len;
-            i += (size_t)len;
-        } else { /* one U+FFFD for the lead byte and the continuation bytes it took */
-            memcpy(out + o, "\xEF\xBF\xBD", 3);
-            o += 3;
-            i += (size_t)(k ? k : 1);
-        }
+    unsigned c = u[0];
+    *n = 1;
+    if (c < 0x80) return c;
+    int need;
+    unsigned lo = 0x80, hi = 0xBF; /* the second byte's range: no overlong, surrogate, > U+10FFFF */
+    uint32_t cp;
+    if (c >= 0xC2 && c <= 0xDF) {
+        need = 1, cp = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        need = 2, cp = c & 0x0F;
+        lo = c == 0xE0 ? 0xA0 : lo;
+        hi = c == 0xED ? 0x9F : hi;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        need = 3, cp = c & 0x07;
+        lo = c == 0xF0 ? 0x90 : lo;
+        hi = c == 0xF4 ? 0x8F : hi;
+    } else {
+        return 0xFFFD;
     }
+    for (int k = 1; k <= need; k++) {
+        unsigned b = (size_t)k < len ? u[k] : 0;
+        if ((size_t)k >= len || b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) {
+            *n = (size_t)k; /* the lead byte and the continuation bytes it took */
+            return 0xFFFD;
+        }
+        cp = (cp << 6) | (b & 0x3F);
+    }
+    *n = (size_t)need + 1;
+    return cp;
+}
+
+size_t utf8_lossy(const char *s, size_t n, char *out) {
+    size_t o = 0;
+    for (size_t i = 0, k; i < n; i += k) o += (size_t)utf8_encode(utf8_decode_lossy(s + i, n - i, &k), out + o);
     out[o] = 0;
     return o;
 }

@@ -34,6 +34,11 @@ extern const size_t unicode_n_whitespace;
  * (1..4). Overlong forms, surrogates, values above U+10FFFF and truncated
  * sequences give UNICODE_INVALID with *n = 1. */
 uint32_t utf8_decode(const char *s, size_t len, size_t *n);
+/* Decodes one code point from s[0..len) (len >= 1) as Python's
+ * bytes.decode("utf-8", "replace") does: a maximal ill-formed subpart (a
+ * bad lead byte, or a lead byte and the valid continuation bytes before the
+ * first bad or missing one) gives U+FFFD; *n gets the bytes used (1..4). */
+uint32_t utf8_decode_lossy(const char *s, size_t len, size_t *n);
 /* Copies s[0..n) to out as valid UTF-8, each maximal ill-formed subpart
  * replaced by U+FFFD, as Python's bytes.decode("utf-8", "replace") and
  * Rust's String::from_utf8_lossy (HF tokenizers' decoder) do. out needs 3n + 1
