@@ -24,6 +24,8 @@ void scen_make(scen *s, int Hq, int Hkv, int D, int L, int N, int kind, unsigned
 void scen_free(scen *s);
 /* Builds the prefill view of s (streams in s->dt); free with view_free. */
 kb_prefill_view scen_view(const scen *s);
+/* The same with every position moved by base (a later turn's tokens). */
+kb_prefill_view scen_view_at(const scen *s, int base);
 void view_free(kb_prefill_view *v);
 kb_method_ctx scen_ctx(const scen *s);
 
@@ -42,5 +44,11 @@ typedef struct mh_result {
  * exact or near ties), else the number of problems; details printed with
  * `label`. */
 int mh_compare(const char *json, const scen *s, double out_tol, const char *label, mh_result *res);
+/* The same, then a second turn: the first turn's decoded tokens rolled back
+ * (the prompt's last token kept), turn's L tokens (keys, values, window
+ * queries) added at positions s->L + 1 .. by the method's extend, and
+ * turn's N decode steps compared over what the method then holds. */
+int mh_compare_turns(const char *json, const scen *s, const scen *turn, double out_tol, const char *label,
+                     mh_result *res);
 
 #endif

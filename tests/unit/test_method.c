@@ -3,7 +3,8 @@
  * the head shapes Hq/Hkv/D = 9/3/64, 32/8/128 and 32/32/128, prompt lengths
  * L in {0, 1, 2, 15, 16, 17, 100, 1000} (10000 with one shape and few steps; L = 0 is
  * a one-token prompt, whose prefill of prompt[:-1] is empty),
- * with partial pages and exact ties.
+ * with partial pages and exact ties; and every method over two turns (rollback,
+ * extend with a new turn, decode over what the method then holds).
  *
  * Selected sets must be identical; a difference is accepted only as a near
  * tie: every differing slot within 1e-4 (relative) of the reference's k-th
@@ -97,6 +98,29 @@ int main(void) {
         run(json, 8, 2, 32, 17, 3, K_TIES, seed++);
     }
     unsetenv("KVBENCH_KERNELS");
+    /* a second turn: rollback, extend with the turn's tokens, decode over
+     * what the method then holds (RocketKV-MT's working set rebuilt from the
+     * whole history, RocketKV's SnapKV++ over kept + new, the others all) */
+    for (size_t m = 0; m < sizeof methods / sizeof methods[0]; m++)
+        for (int sh = 0; sh < 2; sh++) {
+            int Hq = shapes[sh][0], Hkv = shapes[sh][1], D = shapes[sh][2];
+            snprintf(json, sizeof json, methods[m], 64);
+            scen s, t;
+            scen_make(&s, Hq, Hkv, D, 300, 4, (int)(seed % 5), seed);
+            seed++;
+            scen_make(&t, Hq, Hkv, D, 120, 5, (int)(seed % 5), seed);
+            seed++;
+            char label[512];
+            snprintf(label, sizeof label, "%s two turns Hq=%d Hkv=%d D=%d", json, Hq, Hkv, D);
+            mh_result r;
+            int bad = mh_compare_turns(json, &s, &t, OUT_TOL, label, &r);
+            CHECK_MSG(bad == 0, "%s: %d problems", label, bad);
+            CHECK_MSG(r.steps == s.N + t.N, "%s: %d steps compared", label, r.steps);
+            total_sel += r.selections;
+            total_near += r.near_ties;
+            scen_free(&s);
+            scen_free(&t);
+        }
     printf("method selections compared: %d, near ties accepted: %d\n", total_sel, total_near);
     CHECK_MSG(total_near * 50 <= total_sel, "near ties %d of %d rows (> 2%%)", total_near, total_sel);
     return check_summary("method");

@@ -118,7 +118,7 @@ void scen_free(scen *s) {
     memset(s, 0, sizeof *s);
 }
 
-kb_prefill_view scen_view(const scen *s) {
+kb_prefill_view scen_view_at(const scen *s, int base) {
     kb_prefill_view v;
     memset(&v, 0, sizeof v);
     v.Hq = s->Hq;
@@ -129,20 +129,26 @@ kb_prefill_view scen_view(const scen *s) {
         kvstream_init(&kv[g], s->dt, s->D, s->L + 1);
         for (int t = 0; t < s->L; t++)
             kvstream_append_f32(&kv[g], s->k + ((size_t)t * s->Hkv + g) * s->D,
-                                s->v + ((size_t)t * s->Hkv + g) * s->D, t);
+                                s->v + ((size_t)t * s->Hkv + g) * s->D, base + t);
     }
     v.kv = kv;
     v.Wq = s->Wq;
     v.qwin = s->qwin;
-    v.qwin_pos = s->qpos;
+    int32_t *qp = malloc(((size_t)s->Wq + 1) * sizeof(int32_t));
+    for (int i = 0; i < s->Wq; i++) qp[i] = base + s->qpos[i];
+    v.qwin_pos = qp;
     return v;
 }
+
+kb_prefill_view scen_view(const scen *s) { return scen_view_at(s, 0); }
 
 void view_free(kb_prefill_view *v) {
     kb_kvstream *kv = (kb_kvstream *)v->kv;
     for (int g = 0; g < v->Hkv; g++) kvstream_free(&kv[g]);
     free(kv);
+    free((void *)v->qwin_pos);
     v->kv = NULL;
+    v->qwin_pos = NULL;
 }
 
 kb_method_ctx scen_ctx(const scen *s) {
@@ -348,7 +354,168 @@ static int stage1_check(const kb_method_ops *ops, void *st, const ref_cfg *c, co
     return bad;
 }
 
+/* Scratch of check_step, sized for the longest row list. */
+typedef struct step_bufs {
+    float *out;
+    double *ref, *score, *headw;
+    int *sel, *isel, *tok;
+} step_bufs;
+
+static void bufs_init(step_bufs *w, const scen *s, int total) {
+    int G = s->Hq / s->Hkv;
+    w->out = malloc((size_t)s->Hq * s->D * sizeof(float));
+    w->ref = malloc((size_t)s->D * sizeof(double));
+    w->sel = malloc(((size_t)total + 1) * sizeof(int));
+    w->isel = malloc(((size_t)total + 1) * sizeof(int));
+    w->score = malloc(((size_t)total + 1) * sizeof(double));
+    w->headw = malloc(((size_t)total + 1) * G * sizeof(double));
+    w->tok = malloc(((size_t)total + 1) * sizeof(int));
+}
+
+static void bufs_free(step_bufs *w) {
+    free(w->out);
+    free(w->ref);
+    free(w->sel);
+    free(w->isel);
+    free(w->score);
+    free(w->headw);
+    free(w->tok);
+}
+
+/* Decode step i of the method: query q, new key/value kn/vn at position pos;
+ * the rows R (the tokens each decode-cache row holds) and the history h grow
+ * by the new token, then the step's selections and outputs are compared with
+ * the brute force. Returns the problems found, -1 to stop comparing. */
+static int check_step(const kb_method_ops *ops, void *st, const ref_cfg *c, const scen *s, br_hist *h,
+                      rows *R, int storage_rows, int sel_rows, const float *q, const float *kn,
+                      const float *vn, int pos, int i, const char *label, mh_result *res, step_bufs *w) {
+    int Hq = s->Hq, Hkv = s->Hkv, D = s->D, G = Hq / Hkv, bad = 0;
+    float *out = w->out;
+    double *ref = w->ref, *score = w->score, *headw = w->headw;
+    int *sel = w->sel, *isel = w->isel, *tok = w->tok;
+    ops->decode(st, q, kn, vn, pos, out);
+    kb_account acc;
+    memset(&acc, 0, sizeof acc);
+    ops->account(st, &acc);
+    br_hist_push(h, kn, vn, s->dt);
+    for (int row = 0; row < storage_rows; row++) R->t[row][R->n[row]++] = pos;
+    res->steps++;
+    int dense = c->kind == R_FULL || c->kind == R_SNAP;
+    if (dense) {
+        /* every slot of the row's cache is attended */
+        for (int row = 0; row < storage_rows; row++) {
+            int nr;
+            const kb_kvstream *ic = ops->decode_cache(st, row, &nr);
+            int ok = ic->n == R->n[row];
+            for (int t = 0; ok && t < ic->n; t++) ok = ic->pos[t] == R->t[row][t];
+            if (!ok) {
+                fprintf(stderr, "FAIL %s: step %d row %d: cache differs from the reference\n", label, i, row);
+                bad++;
+            }
+            int nh = storage_rows == Hq ? 1 : G;
+            for (int a = 0; a < nh; a++) {
+                int hq = storage_rows == Hq ? row : row * G + a;
+                br_attend(h, hq / G, q + (size_t)hq * D, R->t[row], R->n[row], ref);
+                for (int d = 0; d < D; d++) {
+                    double e = fabs(out[(size_t)hq * D + d] - ref[d]) / (1 + fabs(ref[d]));
+                    if (e > res->max_err) res->max_err = e;
+                }
+            }
+        }
+        if (acc.sel_streams != 0) {
+            fprintf(stderr, "FAIL %s: dense method reports %d selection rows\n", label, acc.sel_streams);
+            bad++;
+        }
+        return bad;
+    }
+    if (acc.sel_streams != sel_rows) {
+        fprintf(stderr, "FAIL %s: step %d: %d selection rows, expected %d\n", label, i, acc.sel_streams, sel_rows);
+        return -1;
+    }
+    for (int row = 0; row < sel_rows; row++) {
+        int g = c->per_head ? row / G : row, nh = c->per_head ? 1 : G;
+        int srow = sel_rows == Hq && storage_rows == Hkv ? g : row;
+        const int *list = R->t[srow];
+        int n = R->n[srow];
+        const float *qr = q + (size_t)(c->per_head ? row : g * G) * D;
+        int cnt = 0;
+        switch (c->kind) {
+        case R_ETK: cnt = br_exact_topk(h, g, qr, nh, c->agg, list, n, c->k, sel, score); break;
+        case R_QUEST: {
+            double *ps = malloc(((size_t)n / c->P + 2) * sizeof(double));
+            cnt = br_quest(h, g, qr, nh, c->agg, list, n, c->P, c->npages, sel, ps);
+            for (int j = 0; j < n; j++) score[j] = ps[j / c->P];
+            free(ps);
+            break;
+        }
+        default:
+            cnt = br_hybrid(h, g, qr, nh, list, n, c->p, c->r, imin(c->k, n), c->local, sel, score, headw);
+        }
+        /* the implementation's row as slot indices of the list */
+        const int32_t *ip = acc.selected_pos + (size_t)row * acc.sel_k;
+        int icnt = 0, ok = 1;
+        for (int t = 0; t < acc.sel_k && ip[t] >= 0; t++) {
+            int sl = slot_of(list, n, ip[t]);
+            if (sl < 0) ok = 0;
+            isel[icnt++] = sl;
+        }
+        for (int t = 1; t < icnt; t++) ok &= isel[t] > isel[t - 1];
+        int m = ok ? br_sets_match(isel, icnt, sel, cnt, score, n, 1e-4) : 0;
+        res->selections++;
+        if (m == 2) res->near_ties++;
+        if (m == 0) {
+            fprintf(stderr, "FAIL %s: step %d row %d: selected set differs (impl %d slots, ref %d)\n",
+                    label, i, row, icnt, cnt);
+            /* the differing slots with the reference's scores */
+            fprintf(stderr, "  impl only:");
+            for (int t = 0, u = 0; t < icnt; t++) {
+                while (u < cnt && sel[u] < isel[t]) u++;
+                if (u >= cnt || sel[u] != isel[t]) fprintf(stderr, " %d(%.9g)", isel[t], score[isel[t]]);
+            }
+            fprintf(stderr, "\n  ref only:");
+            for (int t = 0, u = 0; t < cnt; t++) {
+                while (u < icnt && isel[u] < sel[t]) u++;
+                if (u >= icnt || isel[u] != sel[t]) fprintf(stderr, " %d(%.9g)", sel[t], score[sel[t]]);
+            }
+            fprintf(stderr, "\n");
+            res->mismatches++;
+            bad++;
+            continue;
+        }
+        if (s->needle >= 0 && (c->kind != R_QUEST || c->npages >= 2)) {
+            int found = 0;
+            for (int t = 0; t < icnt; t++) found |= list[isel[t]] == s->needle;
+            res->needle_missed += !found;
+        }
+        /* outputs over the implementation's (validated) set */
+        for (int t = 0; t < icnt; t++) tok[t] = list[isel[t]];
+        for (int a = 0; a < nh; a++) {
+            int hq = c->per_head ? row : g * G + a;
+            br_attend(h, g, q + (size_t)hq * D, tok, icnt, ref);
+            if (c->realloc_v && n > 0) {
+                double alpha = 0;
+                for (int t = 0; t < icnt; t++) alpha += headw[(size_t)a * n + isel[t]];
+                for (int d = 0; d < D; d++) {
+                    double mv = 0;
+                    for (int j = 0; j < n; j++) mv += br_v(h, list[j], g)[d];
+                    ref[d] = alpha * ref[d] + (1 - alpha) * mv / n;
+                }
+            }
+            for (int d = 0; d < D; d++) {
+                double e = fabs(out[(size_t)hq * D + d] - ref[d]) / (1 + fabs(ref[d]));
+                if (e > res->max_err) res->max_err = e;
+            }
+        }
+    }
+    return bad;
+}
+
 int mh_compare(const char *json, const scen *s, double out_tol, const char *label, mh_result *res) {
+    return mh_compare_turns(json, s, NULL, out_tol, label, res);
+}
+
+int mh_compare_turns(const char *json, const scen *s, const scen *turn, double out_tol, const char *label,
+                     mh_result *res) {
     memset(res, 0, sizeof *res);
     kb_method_params p;
     kb_err err = {0};
@@ -368,8 +535,8 @@ int mh_compare(const char *json, const scen *s, double out_tol, const char *labe
         return 1;
     }
     view_free(&v);
-    int Hq = s->Hq, Hkv = s->Hkv, D = s->D, G = Hq / Hkv, bad = 0;
-    int total = s->L + s->N;
+    int Hq = s->Hq, Hkv = s->Hkv, D = s->D, bad = 0;
+    int total = s->L + s->N + (turn ? turn->L + turn->N + 1 : 0);
     br_hist h;
     br_hist_init(&h, Hq, Hkv, D);
     for (int t = 0; t < s->L; t++)
@@ -388,128 +555,54 @@ int mh_compare(const char *json, const scen *s, double out_tol, const char *labe
     if (c.kind == R_SNAP || c.kind == R_RK || c.kind == R_RKMT)
         bad += stage1_check(ops, st, &c, s, &h, all, nall, &R, label, res);
     int sel_rows = (c.kind == R_ETK || c.kind == R_QUEST || c.kind == R_HYB) && c.per_head ? Hq : Hkv;
-    float *out = malloc((size_t)Hq * D * sizeof(float));
-    double *ref = malloc((size_t)D * sizeof(double));
-    int *sel = malloc(((size_t)total + 1) * sizeof(int)), *isel = malloc(((size_t)total + 1) * sizeof(int));
-    double *score = malloc(((size_t)total + 1) * sizeof(double));
-    double *headw = malloc(((size_t)total + 1) * G * sizeof(double));
-    int *tok = malloc(((size_t)total + 1) * sizeof(int));
+    step_bufs w;
+    bufs_init(&w, s, total);
+    long mark = -1;
     for (int i = 0; i < s->N; i++) {
-        const float *q = s->q + (size_t)i * Hq * D;
-        ops->decode(st, q, s->kn + (size_t)i * Hkv * D, s->vn + (size_t)i * Hkv * D, s->L + i, out);
-        kb_account acc;
-        memset(&acc, 0, sizeof acc);
-        ops->account(st, &acc);
-        br_hist_push(&h, s->kn + (size_t)i * Hkv * D, s->vn + (size_t)i * Hkv * D, s->dt);
-        for (int row = 0; row < storage_rows; row++) R.t[row][R.n[row]++] = s->L + i;
-        res->steps++;
-        int dense = c.kind == R_FULL || c.kind == R_SNAP;
-        if (dense) {
-            /* every slot of the row's cache is attended */
-            for (int row = 0; row < storage_rows; row++) {
-                int nr;
-                const kb_kvstream *ic = ops->decode_cache(st, row, &nr);
-                int ok = ic->n == R.n[row];
-                for (int t = 0; ok && t < ic->n; t++) ok = ic->pos[t] == R.t[row][t];
-                if (!ok) {
-                    fprintf(stderr, "FAIL %s: step %d row %d: cache differs from the reference\n", label, i, row);
-                    bad++;
-                }
-                int nh = storage_rows == Hq ? 1 : G;
-                for (int a = 0; a < nh; a++) {
-                    int hq = storage_rows == Hq ? row : row * G + a;
-                    br_attend(&h, hq / G, q + (size_t)hq * D, R.t[row], R.n[row], ref);
-                    for (int d = 0; d < D; d++) {
-                        double e = fabs(out[(size_t)hq * D + d] - ref[d]) / (1 + fabs(ref[d]));
-                        if (e > res->max_err) res->max_err = e;
-                    }
-                }
-            }
-            if (acc.sel_streams != 0) {
-                fprintf(stderr, "FAIL %s: dense method reports %d selection rows\n", label, acc.sel_streams);
-                bad++;
-            }
-            continue;
-        }
-        if (acc.sel_streams != sel_rows) {
-            fprintf(stderr, "FAIL %s: step %d: %d selection rows, expected %d\n", label, i, acc.sel_streams, sel_rows);
+        int b = check_step(ops, st, &c, s, &h, &R, storage_rows, sel_rows, s->q + (size_t)i * Hq * D,
+                           s->kn + (size_t)i * Hkv * D, s->vn + (size_t)i * Hkv * D, s->L + i, i, label, res, &w);
+        if (b < 0) {
             bad++;
             break;
         }
-        for (int row = 0; row < sel_rows; row++) {
-            int g = c.per_head ? row / G : row, nh = c.per_head ? 1 : G;
-            int srow = sel_rows == Hq && storage_rows == Hkv ? g : row;
-            const int *list = R.t[srow];
-            int n = R.n[srow];
-            const float *qr = q + (size_t)(c.per_head ? row : g * G) * D;
-            int cnt = 0;
-            switch (c.kind) {
-            case R_ETK: cnt = br_exact_topk(&h, g, qr, nh, c.agg, list, n, c.k, sel, score); break;
-            case R_QUEST: {
-                double *ps = malloc(((size_t)n / c.P + 2) * sizeof(double));
-                cnt = br_quest(&h, g, qr, nh, c.agg, list, n, c.P, c.npages, sel, ps);
-                for (int j = 0; j < n; j++) score[j] = ps[j / c.P];
-                free(ps);
-                break;
-            }
-            default:
-                cnt = br_hybrid(&h, g, qr, nh, list, n, c.p, c.r, imin(c.k, n), c.local, sel, score, headw);
-            }
-            /* the implementation's row as slot indices of the list */
-            const int32_t *ip = acc.selected_pos + (size_t)row * acc.sel_k;
-            int icnt = 0, ok = 1;
-            for (int t = 0; t < acc.sel_k && ip[t] >= 0; t++) {
-                int sl = slot_of(list, n, ip[t]);
-                if (sl < 0) ok = 0;
-                isel[icnt++] = sl;
-            }
-            for (int t = 1; t < icnt; t++) ok &= isel[t] > isel[t - 1];
-            int m = ok ? br_sets_match(isel, icnt, sel, cnt, score, n, 1e-4) : 0;
-            res->selections++;
-            if (m == 2) res->near_ties++;
-            if (m == 0) {
-                fprintf(stderr, "FAIL %s: step %d row %d: selected set differs (impl %d slots, ref %d)\n",
-                        label, i, row, icnt, cnt);
-                /* the differing slots with the reference's scores */
-                fprintf(stderr, "  impl only:");
-                for (int t = 0, u = 0; t < icnt; t++) {
-                    while (u < cnt && sel[u] < isel[t]) u++;
-                    if (u >= cnt || sel[u] != isel[t]) fprintf(stderr, " %d(%.9g)", isel[t], score[isel[t]]);
-                }
-                fprintf(stderr, "\n  ref only:");
-                for (int t = 0, u = 0; t < cnt; t++) {
-                    while (u < icnt && isel[u] < sel[t]) u++;
-                    if (u >= icnt || isel[u] != sel[t]) fprintf(stderr, " %d(%.9g)", sel[t], score[sel[t]]);
-                }
-                fprintf(stderr, "\n");
-                res->mismatches++;
+        bad += b;
+        if (i == 0) mark = ops->mark(st);
+    }
+    if (turn && !bad && mark >= 0) {
+        /* a second turn, as the sweep runs one (golden context): the decoded
+         * tokens are rolled back (the prompt's last token stays), the turn's
+         * tokens extend the method at positions L + 1 .., then its decode
+         * steps are compared like the first turn's over the rows the method
+         * now holds (their stage 1 after the extend is checked in
+         * test_method_props.c) */
+        int base = s->L + 1;
+        ops->rollback(st, mark);
+        kb_prefill_view tv = scen_view_at(turn, base);
+        if (ops->extend(st, &tv, &err)) {
+            fprintf(stderr, "FAIL %s: extend: %s\n", label, err.msg);
+            bad++;
+        }
+        view_free(&tv);
+        h.n = base; /* the prompt and its last token */
+        for (int t = 0; t < turn->L; t++)
+            br_hist_push(&h, turn->k + (size_t)t * Hkv * D, turn->v + (size_t)t * Hkv * D, s->dt);
+        for (int row = 0; row < storage_rows && !bad; row++) {
+            const kb_kvstream *ic = ops->decode_cache(st, row, NULL);
+            memcpy(R.t[row], ic->pos, (size_t)ic->n * sizeof(int));
+            R.n[row] = ic->n;
+            int whole = !ops->evicts && ic->n == base + turn->L; /* a non-evicting method holds everything */
+            for (int t = 0; whole && t < ic->n; t++) whole = ic->pos[t] == t;
+            if (!ops->evicts && !whole) {
+                fprintf(stderr, "FAIL %s: row %d after the extend does not hold positions 0..%d\n", label, row,
+                        base + turn->L - 1);
                 bad++;
-                continue;
             }
-            if (s->needle >= 0 && (c.kind != R_QUEST || c.npages >= 2)) {
-                int found = 0;
-                for (int t = 0; t < icnt; t++) found |= list[isel[t]] == s->needle;
-                res->needle_missed += !found;
-            }
-            /* outputs over the implementation's (validated) set */
-            for (int t = 0; t < icnt; t++) tok[t] = list[isel[t]];
-            for (int a = 0; a < nh; a++) {
-                int hq = c.per_head ? row : g * G + a;
-                br_attend(&h, g, q + (size_t)hq * D, tok, icnt, ref);
-                if (c.realloc_v && n > 0) {
-                    double alpha = 0;
-                    for (int t = 0; t < icnt; t++) alpha += headw[(size_t)a * n + isel[t]];
-                    for (int d = 0; d < D; d++) {
-                        double mv = 0;
-                        for (int j = 0; j < n; j++) mv += br_v(&h, list[j], g)[d];
-                        ref[d] = alpha * ref[d] + (1 - alpha) * mv / n;
-                    }
-                }
-                for (int d = 0; d < D; d++) {
-                    double e = fabs(out[(size_t)hq * D + d] - ref[d]) / (1 + fabs(ref[d]));
-                    if (e > res->max_err) res->max_err = e;
-                }
-            }
+        }
+        for (int j = 0; j < turn->N && !bad; j++) {
+            int b = check_step(ops, st, &c, s, &h, &R, storage_rows, sel_rows, turn->q + (size_t)j * Hq * D,
+                               turn->kn + (size_t)j * Hkv * D, turn->vn + (size_t)j * Hkv * D,
+                               base + turn->L + j, s->N + j, label, res, &w);
+            bad += b < 0 ? 1 : b;
         }
     }
     if (res->max_err > out_tol) {
@@ -520,12 +613,6 @@ int mh_compare(const char *json, const scen *s, double out_tol, const char *labe
     br_hist_free(&h);
     rows_free(&R);
     free(all);
-    free(out);
-    free(ref);
-    free(sel);
-    free(isel);
-    free(score);
-    free(headw);
-    free(tok);
+    bufs_free(&w);
     return bad;
 }
