@@ -841,7 +841,7 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
                 cJSON *cl = cJSON_AddArrayToObject(r, "cells");
                 for (int k = 0; k < n_cells; k++) cJSON_AddItemToArray(cl, cell_method_json(&cells[k]));
                 cJSON_AddStringToObject(r, "status", ci == nctx - 1 ? "done" : "running");
-                char *js = cJSON_Print(r);
+                char *js = json_print(r, 1);
                 snprintf(path, sizeof path, "%s/run.json", o->out_dir);
                 rc = atomic_write(path, js, strlen(js), err);
                 free(js);

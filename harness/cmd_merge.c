@@ -245,7 +245,7 @@ int cmd_merge(int argc, char **argv) {
             cJSON_AddItemToObject(o, "machine", cJSON_Duplicate(field(runs[i], "machine"), 1));
             cJSON_AddItemToArray(arr, o);
         }
-        char *s = cJSON_Print(j);
+        char *s = json_print(j, 1);
         snprintf(path, sizeof path, "%s/run.json", out);
         rc = atomic_write(path, s, strlen(s), &err);
         free(s);

@@ -271,10 +271,10 @@ int cmd_prompts(int argc, char **argv) {
         }
         for (int k = 0; k < all.n; k++) {
             cJSON *j = sample_json(&all.v[k]);
-            char *line = cJSON_PrintUnformatted(j);
+            char *line = json_print(j, 0);
             fputs(line, f);
             fputc('\n', f);
-            cJSON_free(line);
+            free(line);
             cJSON_Delete(j);
         }
         if (out_path)

@@ -350,7 +350,7 @@ int cmd_replay(int argc, char **argv) {
         cJSON_AddNumberToObject(s, "k", ss[i].k);
         cJSON_AddItemToArray(steps, s);
     }
-    char *stats = cJSON_Print(js);
+    char *stats = json_print(js, 1);
     cJSON_Delete(js);
 
     /* write everything or nothing */

@@ -377,3 +377,12 @@ int jsonl_foreach(const char *path, json_line_fn fn, void *ctx, kb_err *err) {
     fclose(f);
     return rc;
 }
+
+char *json_print(const cJSON *j, int formatted) {
+    char *s = formatted ? cJSON_Print(j) : cJSON_PrintUnformatted(j);
+    size_t n = strlen(s);
+    char *out = KB_MALLOC(3 * n + 1);
+    utf8_lossy(s, n, out);
+    cJSON_free(s);
+    return out;
+}

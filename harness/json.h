@@ -25,6 +25,12 @@ int json_check_unique_keys(const cJSON *j, const char *name, kb_err *err);
  * ('[', '{' or '"') and is not valid JSON. */
 cJSON *json_cli_value(const char *s, const char *opt, const char *arg, kb_err *err);
 
+/* cJSON_Print (formatted != 0) or cJSON_PrintUnformatted of j as valid UTF-8:
+ * cJSON copies string bytes as they are, and strings from outside kvbench's
+ * checked inputs (file paths, GGUF metadata, host names) need not be UTF-8;
+ * each ill-formed subpart becomes U+FFFD. Free with free(). */
+char *json_print(const cJSON *j, int formatted);
+
 /* Every key of obj must be in allowed (NULL-terminated) or in allowed2 (may be NULL). */
 int json_check_keys(const cJSON *obj, const char *where, const char *const *allowed,
                     const char *const *allowed2, kb_err *err);

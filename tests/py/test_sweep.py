@@ -125,6 +125,21 @@ def test_both_budget_counts_logged(kvbench_bin, tiny, tmp_path):
     assert seen == {"full", "rocketkv", "rk_topk", "hybrid", "quest", "sparq", "snapkvpp"}
 
 
+def test_run_json_is_utf8_whatever_the_path(kvbench_bin, tiny, tmp_path):
+    """A model path that is not UTF-8 (legal on Linux) reaches run.json as
+    U+FFFD, so run.json stays JSON that Python and --resume can read."""
+    link = os.path.join(os.fsencode(tmp_path), b"m\xff.gguf")
+    os.symlink(os.fsencode(tiny), link)
+    cfg = write_config(tmp_path / "c.json", methods=["full"])
+    out = tmp_path / "run"
+    for extra in ((), ("--resume",)):
+        p = subprocess.run([os.fsencode(kvbench_bin), b"sweep", os.fsencode(cfg), b"--out", os.fsencode(out),
+                            b"-m", link, *[e.encode() for e in extra]], capture_output=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        run = json.loads((out / "run.json").read_bytes().decode("utf-8"))
+        assert run["model"]["spec"].endswith("m\ufffd.gguf"), run["model"]
+
+
 def needle_config(tmp_path, max_new, depths=4):
     """A needle sweep of 4 budgets long enough to be stopped in the middle."""
     return write_config(tmp_path / "c.json", budgets=[32, 48, 64, 128],
