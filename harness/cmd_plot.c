@@ -19,9 +19,7 @@
 #include <unistd.h>
 
 #include "harness/atomic.h"
-#include "harness/bench.h"
 #include "harness/cli.h"
-#include "harness/driver.h"
 #include "harness/json.h"
 #include "harness/table.h"
 
@@ -227,12 +225,19 @@ static int draw_series(plotctx *pc, series_set *ss, const char *out, const char 
     return 1;
 }
 
-/* A table of a run with its columns, and the columns the figures read as
- * numbers checked; nothing to free on failure. */
-static int read_table(const char *path, const char *const *cols, int ncol, const char *const *nums,
-                      kb_table *t, kb_err *err) {
-    int rc = table_read_csv(path, cols, ncol, t, err);
-    if (!rc && (rc = table_check_numbers(t, path, nums, err))) table_free(t);
+/* A table of a run: the columns the figures read must be there (other
+ * columns, as in tables of older versions, are let be), and those read as
+ * numbers (nums, a subset of need) hold numbers; nothing to free on failure. */
+static int read_table(const char *path, const char *const *need, const char *const *nums, kb_table *t,
+                      kb_err *err) {
+    int rc = table_read_csv(path, NULL, 0, t, err); /* frees what it read on failure */
+    if (rc) return rc;
+    for (int i = 0; !rc && need[i]; i++)
+        if (table_col(t, need[i]) < 0)
+            rc = kb_fail(err, KB_EINPUT, "%s: no column '%s' (a table of a kvbench run is needed)", path,
+                         need[i]);
+    if (!rc) rc = table_check_numbers(t, path, nums, err);
+    if (rc) table_free(t);
     return rc;
 }
 
@@ -486,25 +491,29 @@ int cmd_plot(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/summary.csv", pc.run);
     kb_table sum, smp, lat;
     /* each table with its own columns, and the numbers the figures read */
-    static const char *const sum_num[] = {"budget", "score", "ci95", "speedup_vs_full", NULL};
+    static const char *const sum_need[] = {"task", "turn", "label", "params", "budget", "score", NULL};
+    static const char *const sum_num[] = {"budget", "score", NULL};
+    static const char *const smp_need[] = {"task", "label", "budget", "depth", "score", "target_tokens",
+                                           "context_words", "context_tokens", NULL};
     static const char *const smp_num[] = {"budget", "score", "depth", "target_tokens", "context_words",
                                           "context_tokens", NULL};
+    static const char *const lat_need[] = {"label", "budget", "context", "speedup_vs_full", NULL};
     static const char *const lat_num[] = {"budget", "context", "speedup_vs_full", NULL};
     int have_sum = access(path, R_OK) == 0, have_smp, have_lat;
-    if (have_sum && read_table(path, kb_summary_cols, kb_summary_ncols, sum_num, &sum, &err)) {
+    if (have_sum && read_table(path, sum_need, sum_num, &sum, &err)) {
         fprintf(stderr, "kvbench plot: %s\n", err.msg);
         return 2;
     }
     snprintf(path, sizeof path, "%s/samples.csv", pc.run);
     have_smp = access(path, R_OK) == 0;
-    if (have_smp && read_table(path, kb_samples_cols, kb_samples_ncols, smp_num, &smp, &err)) {
+    if (have_smp && read_table(path, smp_need, smp_num, &smp, &err)) {
         fprintf(stderr, "kvbench plot: %s\n", err.msg);
         if (have_sum) table_free(&sum);
         return 2;
     }
     snprintf(path, sizeof path, "%s/latency.csv", pc.run);
     have_lat = access(path, R_OK) == 0;
-    if (have_lat && read_table(path, kb_latency_cols, kb_latency_ncols, lat_num, &lat, &err)) {
+    if (have_lat && read_table(path, lat_need, lat_num, &lat, &err)) {
         fprintf(stderr, "kvbench plot: %s\n", err.msg);
         if (have_sum) table_free(&sum);
         if (have_smp) table_free(&smp);

@@ -559,16 +559,17 @@ def test_merge_needs_every_cell(kvbench_bin, tiny, tmp_path):
 
 
 def test_plot_refuses_damaged_tables(kvbench_bin, tiny, tmp_path):
-    """plot reads each table with its own columns and the numbers it draws
-    checked: before, a cut summary.csv made "0 figures" with exit 0 and a
+    """plot needs the columns it draws (a table of an older version, with
+    other columns beside them, is still drawn) and checks the numbers it
+    reads: before, a cut summary.csv made "0 figures" with exit 0 and a
     score 'abc' was drawn as 0."""
     cfg = write_config(tmp_path / "c.json", methods=["full", "rocketkv"])
     run = tmp_path / "run"
     assert sweep(kvbench_bin, cfg, run, tiny).returncode == 0
 
     def cut(d):
-        (d / "summary.csv").write_bytes((d / "summary.csv").read_bytes()[:100])
-        return "summary.csv:1: header does not match"
+        (d / "summary.csv").write_bytes((d / "summary.csv").read_bytes()[:20])  # "task,turn,method,la"
+        return "summary.csv: no column 'label'"
 
     def cell(name, column, value):
         def f(d):
@@ -595,6 +596,16 @@ def test_plot_refuses_damaged_tables(kvbench_bin, tiny, tmp_path):
         assert p.returncode == 2, (i, p.stdout, p.stderr)
         assert msg in p.stderr, (i, p.stderr)
         assert not (d / "plots").exists()
+    # a run of an older version: samples.csv without this version's last columns
+    old = tmp_path / "old"
+    subprocess.run(["cp", "-r", str(run), str(old)], check=True)
+    with open(old / "samples.csv", newline="") as fh:
+        t = list(csv.reader(fh))
+    drop = [t[0].index(c) for c in ("approx_tokeq_per_step", "attended_per_step")]
+    with open(old / "samples.csv", "w", newline="") as fh:
+        csv.writer(fh).writerows([[v for i, v in enumerate(r) if i not in drop] for r in t])
+    p = subprocess.run([kvbench_bin, "plot", str(old)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
 
 
 def test_plots(kvbench_bin, tiny, tmp_path):
