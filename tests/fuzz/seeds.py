@@ -262,17 +262,30 @@ def npy_seeds(out):
     put(out, "npy", "trace_n0", SEP.join(parts))
 
 
+# ----------------------------------------------------------------- rows
+
+def rows_seeds(out):
+    """fuzz_rows.c: mode byte, then (seq, cell, turn, score) per row; the
+    turn counts of its plan are 1, 1, 2, 1, 3, 1, 4, 2."""
+    turns = [1, 1, 2, 1, 3, 1, 4, 2]
+    whole = bytes(s for q in range(8) for c in range(4) for t in range(turns[q]) for s in (q, c, t, 100))
+    put(out, "rows", "complete", bytes([3]) + whole)
+    put(out, "rows", "resume_half", bytes([1]) + whole[:len(whole) // 2])
+    put(out, "rows", "dup", bytes([0]) + whole[:8] + whole[:4])
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: python3 tests/fuzz/seeds.py OUTDIR")
     out = sys.argv[1]
-    for t in ("gguf", "tokenizer", "config", "jsonl", "npy"):
+    for t in ("gguf", "tokenizer", "config", "jsonl", "npy", "rows"):
         shutil.rmtree(os.path.join(out, t), ignore_errors=True)
     gguf_seeds(out)
     tokenizer_seeds(out)
     config_seeds(out)
     jsonl_seeds(out)
     npy_seeds(out)
+    rows_seeds(out)
 
 
 if __name__ == "__main__":

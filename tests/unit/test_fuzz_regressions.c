@@ -20,6 +20,7 @@
 #include "tests/fuzz/fuzz_gguf.c"
 #include "tests/fuzz/fuzz_jsonl.c"
 #include "tests/fuzz/fuzz_npy.c"
+#include "tests/fuzz/fuzz_rows.c"
 #include "tests/fuzz/fuzz_tokenizer.c"
 
 typedef int (*fuzz_one_fn)(const uint8_t *d, size_t n);
@@ -85,7 +86,7 @@ int main(void) {
         fuzz_one_fn one;
     } targets[] = {
         {"gguf", fuzz_gguf_one},   {"tokenizer", fuzz_tokenizer_one}, {"config", fuzz_config_one},
-        {"jsonl", fuzz_jsonl_one}, {"npy", fuzz_npy_one},
+        {"jsonl", fuzz_jsonl_one}, {"npy", fuzz_npy_one},         {"rows", fuzz_rows_one},
     };
     int total = 0;
     for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++) {
