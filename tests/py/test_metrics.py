@@ -73,6 +73,30 @@ def test_metric_matches_reference(metric, tmp_path):
     assert abs(float(tail["task_score"]) - ref.task_score(want)) <= 0.0051
 
 
+def test_partial_match_random_repetitive(tmp_path):
+    """partial_match's longest common substring (a suffix automaton, linear
+    time) against the reference's table DP on strings of one to four letters
+    and spaces: repetitive text makes the automaton clone states, where a
+    wrong suffix link or a transition left unredirected would show."""
+    import random
+    rng = random.Random(11)
+    cases = []
+    for i in range(400):
+        alpha = "xyzw"[:rng.randint(1, 4)] + " "
+        a = "".join(rng.choice(alpha) for _ in range(rng.randint(0, 40)))
+        p = "".join(rng.choice(alpha) for _ in range(rng.randint(0, 80)))
+        cases.append({"pred": p, "answers": [a]})
+    path = tmp_path / "pm.jsonl"
+    write_jsonl(path, cases)
+    r = run_score(["--metric", "partial_match", str(path)])
+    assert r.returncode == 0, r.stderr
+    got, _ = parse_scores(r.stdout)
+    want = [ref.partial_match(c["pred"], c["answers"]) for c in cases]
+    bad = [(c, g, w) for c, g, w in zip(cases, got, want) if abs(g - w) > 1e-9]
+    assert not bad, f"{len(bad)} disagreements, first: {bad[:2]}"
+    assert len(set(want)) > 20
+
+
 def test_first_line_option(tmp_path):
     rows = [{"pred": "\n\nParis\nLondon", "answers": ["London"]},
             {"pred": "Rome", "answers": ["Rome"]}]
