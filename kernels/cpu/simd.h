@@ -195,32 +195,36 @@ static inline __m512 simd_hsum16x16(const __m512 *v) {
 }
 #endif
 
+#if defined(__AVX2__) && defined(__FMA__)
+/* exp of 8 lanes, the same algorithm (same results lane by lane as
+ * simd_exp1 and simd_exp512): inputs below -87.33 (and -inf, NaN) give 0. */
+static inline __m256 simd_exp256(__m256 v) {
+    __m256 ok = _mm256_cmp_ps(v, _mm256_set1_ps(-87.33f), _CMP_GT_OQ);
+    v = _mm256_min_ps(v, _mm256_set1_ps(88.7f));
+    __m256 nn = _mm256_round_ps(_mm256_mul_ps(v, _mm256_set1_ps(1.44269504088896341f)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(nn, _mm256_set1_ps(0.693145751953125f), v);
+    r = _mm256_fnmadd_ps(nn, _mm256_set1_ps(1.428606765330187045e-06f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(nn), 23);
+    p = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
+    return _mm256_and_ps(ok, p);
+}
+#endif
+
 /* x[0..n) = exp(x[0..n)) in place. */
 static inline void simd_exp_inplace(float *x, int n) {
     int i = 0;
 #if defined(__AVX512F__)
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, simd_exp512(_mm512_loadu_ps(x + i)));
 #elif defined(__AVX2__) && defined(__FMA__)
-    const __m256 lo = _mm256_set1_ps(-87.33f), hi = _mm256_set1_ps(88.7f);
-    for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_loadu_ps(x + i);
-        __m256 ok = _mm256_cmp_ps(v, lo, _CMP_GT_OQ);
-        v = _mm256_min_ps(v, hi);
-        __m256 nn = _mm256_round_ps(_mm256_mul_ps(v, _mm256_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        __m256 r = _mm256_fnmadd_ps(nn, _mm256_set1_ps(0.693145751953125f), v);
-        r = _mm256_fnmadd_ps(nn, _mm256_set1_ps(1.428606765330187045e-06f), r);
-        __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-        p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-        __m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(nn), 23);
-        p = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
-        _mm256_storeu_ps(x + i, _mm256_and_ps(ok, p));
-    }
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, simd_exp256(_mm256_loadu_ps(x + i)));
 #endif
     for (; i < n; i++) x[i] = simd_exp1(x[i]);
 }
