@@ -27,6 +27,97 @@ static void exp_uniform(float *x, int n) {
     simd_exp_inplace(x, m);
 }
 
+/* The AVX2 paths (a machine without AVX-512: AVX2 + FMA + F16C): 8 lanes
+ * where the AVX-512 paths have 16, the same operations in the same order
+ * lane by lane, so they give the AVX-512 paths' values (and, where those
+ * promise it, the portable path's). */
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define SEL_AVX2 1
+#else
+#define SEL_AVX2 0
+#endif
+
+#if SEL_AVX2
+static inline int pad8(int n) { return (n + 7) & ~7; }
+
+/* Lanes [0, c) all ones (0 <= c <= 8). */
+static inline __m256i lanes_lt(int c) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* Unsigned 32-bit a >= b, lane-wise (all ones / zero). */
+static inline __m256i ge_epu32(__m256i a, __m256i b) { return _mm256_cmpeq_epi32(_mm256_max_epu32(a, b), a); }
+
+static inline float hmax256(__m256 v) { /* max_ps(a, b) = a > b ? a : b; v holds no NaN */
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+static inline int hsum256_epi32(__m256i v) {
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(1, 0, 3, 2)));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(h);
+}
+
+/* compress_lut[m]: the lanes set in m, ascending, one per nibble from the
+ * lowest: the permutation that packs them to the front (the compress of
+ * AVX-512, which AVX2 lacks). */
+static const uint32_t compress_lut[256] = {
+    0x00000000u, 0x00000000u, 0x00000001u, 0x00000010u, 0x00000002u, 0x00000020u, 0x00000021u, 0x00000210u,
+    0x00000003u, 0x00000030u, 0x00000031u, 0x00000310u, 0x00000032u, 0x00000320u, 0x00000321u, 0x00003210u,
+    0x00000004u, 0x00000040u, 0x00000041u, 0x00000410u, 0x00000042u, 0x00000420u, 0x00000421u, 0x00004210u,
+    0x00000043u, 0x00000430u, 0x00000431u, 0x00004310u, 0x00000432u, 0x00004320u, 0x00004321u, 0x00043210u,
+    0x00000005u, 0x00000050u, 0x00000051u, 0x00000510u, 0x00000052u, 0x00000520u, 0x00000521u, 0x00005210u,
+    0x00000053u, 0x00000530u, 0x00000531u, 0x00005310u, 0x00000532u, 0x00005320u, 0x00005321u, 0x00053210u,
+    0x00000054u, 0x00000540u, 0x00000541u, 0x00005410u, 0x00000542u, 0x00005420u, 0x00005421u, 0x00054210u,
+    0x00000543u, 0x00005430u, 0x00005431u, 0x00054310u, 0x00005432u, 0x00054320u, 0x00054321u, 0x00543210u,
+    0x00000006u, 0x00000060u, 0x00000061u, 0x00000610u, 0x00000062u, 0x00000620u, 0x00000621u, 0x00006210u,
+    0x00000063u, 0x00000630u, 0x00000631u, 0x00006310u, 0x00000632u, 0x00006320u, 0x00006321u, 0x00063210u,
+    0x00000064u, 0x00000640u, 0x00000641u, 0x00006410u, 0x00000642u, 0x00006420u, 0x00006421u, 0x00064210u,
+    0x00000643u, 0x00006430u, 0x00006431u, 0x00064310u, 0x00006432u, 0x00064320u, 0x00064321u, 0x00643210u,
+    0x00000065u, 0x00000650u, 0x00000651u, 0x00006510u, 0x00000652u, 0x00006520u, 0x00006521u, 0x00065210u,
+    0x00000653u, 0x00006530u, 0x00006531u, 0x00065310u, 0x00006532u, 0x00065320u, 0x00065321u, 0x00653210u,
+    0x00000654u, 0x00006540u, 0x00006541u, 0x00065410u, 0x00006542u, 0x00065420u, 0x00065421u, 0x00654210u,
+    0x00006543u, 0x00065430u, 0x00065431u, 0x00654310u, 0x00065432u, 0x00654320u, 0x00654321u, 0x06543210u,
+    0x00000007u, 0x00000070u, 0x00000071u, 0x00000710u, 0x00000072u, 0x00000720u, 0x00000721u, 0x00007210u,
+    0x00000073u, 0x00000730u, 0x00000731u, 0x00007310u, 0x00000732u, 0x00007320u, 0x00007321u, 0x00073210u,
+    0x00000074u, 0x00000740u, 0x00000741u, 0x00007410u, 0x00000742u, 0x00007420u, 0x00007421u, 0x00074210u,
+    0x00000743u, 0x00007430u, 0x00007431u, 0x00074310u, 0x00007432u, 0x00074320u, 0x00074321u, 0x00743210u,
+    0x00000075u, 0x00000750u, 0x00000751u, 0x00007510u, 0x00000752u, 0x00007520u, 0x00007521u, 0x00075210u,
+    0x00000753u, 0x00007530u, 0x00007531u, 0x00075310u, 0x00007532u, 0x00075320u, 0x00075321u, 0x00753210u,
+    0x00000754u, 0x00007540u, 0x00007541u, 0x00075410u, 0x00007542u, 0x00075420u, 0x00075421u, 0x00754210u,
+    0x00007543u, 0x00075430u, 0x00075431u, 0x00754310u, 0x00075432u, 0x00754320u, 0x00754321u, 0x07543210u,
+    0x00000076u, 0x00000760u, 0x00000761u, 0x00007610u, 0x00000762u, 0x00007620u, 0x00007621u, 0x00076210u,
+    0x00000763u, 0x00007630u, 0x00007631u, 0x00076310u, 0x00007632u, 0x00076320u, 0x00076321u, 0x00763210u,
+    0x00000764u, 0x00007640u, 0x00007641u, 0x00076410u, 0x00007642u, 0x00076420u, 0x00076421u, 0x00764210u,
+    0x00007643u, 0x00076430u, 0x00076431u, 0x00764310u, 0x00076432u, 0x00764320u, 0x00764321u, 0x07643210u,
+    0x00000765u, 0x00007650u, 0x00007651u, 0x00076510u, 0x00007652u, 0x00076520u, 0x00076521u, 0x00765210u,
+    0x00007653u, 0x00076530u, 0x00076531u, 0x00765310u, 0x00076532u, 0x00765320u, 0x00765321u, 0x07653210u,
+    0x00007654u, 0x00076540u, 0x00076541u, 0x00765410u, 0x00076542u, 0x00765420u, 0x00765421u, 0x07654210u,
+    0x00076543u, 0x00765430u, 0x00765431u, 0x07654310u, 0x00765432u, 0x07654320u, 0x07654321u, 0x76543210u,
+};
+
+/* The lanes of v set in the 8-bit mask m, packed to the front (the lanes
+ * after them undefined). */
+static inline __m256i compress8(__m256i v, unsigned m) {
+    __m256i perm = _mm256_srlv_epi32(_mm256_set1_epi32((int)compress_lut[m]), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+    return _mm256_permutevar8x32_epi32(v, _mm256_and_si256(perm, _mm256_set1_epi32(15)));
+}
+
+/* The lowest c set bits of e (c <= popcount(e)). */
+static inline unsigned lowest_bits(unsigned e, int c) {
+    unsigned r = 0;
+    for (; c > 0; c--) {
+        r |= e & -e;
+        e &= e - 1;
+    }
+    return r;
+}
+#endif
+
 /* ---- deterministic top-k ----
  *
  * In key space: rank_key maps a score to a 32-bit unsigned key with
@@ -79,6 +170,18 @@ static void keys_of(const float *x, int n, uint32_t *key) {
         __m512i k = _mm512_mask_xor_epi32(_mm512_or_si512(u, sign), neg, u, ones);
         _mm512_storeu_si512(key + i, _mm512_maskz_mov_epi32(valid, k));
     }
+#elif SEL_AVX2
+    /* the same map: NaN -> -inf, -0 -> +0, then u ^ (sign ? ~0 : 1 << 31) */
+    const __m256 ninf = _mm256_set1_ps(-INFINITY), zero = _mm256_setzero_ps();
+    const __m256i sign = _mm256_set1_epi32((int)0x80000000u);
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        v = _mm256_blendv_ps(v, ninf, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        v = _mm256_blendv_ps(v, zero, _mm256_cmp_ps(v, zero, _CMP_EQ_OQ));
+        __m256i u = _mm256_castps_si256(v);
+        __m256i k = _mm256_xor_si256(u, _mm256_or_si256(_mm256_srai_epi32(u, 31), sign));
+        _mm256_storeu_si256((__m256i *)(key + i), k);
+    }
 #endif
     for (; i < n; i++) key[i] = rank_key(x[i]);
     for (; i < pad16(n); i++) key[i] = 0;
@@ -91,6 +194,17 @@ static int count_ge(const uint32_t *key, int n, uint32_t t) {
     __m512i vt = _mm512_set1_epi32((int)t);
     for (int i = 0; i < n; i += 16)
         c += __builtin_popcount(_mm512_cmpge_epu32_mask(_mm512_loadu_si512(key + i), vt));
+#elif SEL_AVX2
+    /* whole vectors up to pad8(n) <= pad16(n): the padding (0) is below t */
+    __m256i vt = _mm256_set1_epi32((int)t), a0 = _mm256_setzero_si256(), a1 = a0;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = _mm256_sub_epi32(a0, ge_epu32(_mm256_loadu_si256((const __m256i *)(key + i)), vt));
+        a1 = _mm256_sub_epi32(a1, ge_epu32(_mm256_loadu_si256((const __m256i *)(key + i + 8)), vt));
+    }
+    if (i < n) a0 = _mm256_sub_epi32(a0, ge_epu32(_mm256_loadu_si256((const __m256i *)(key + i)), vt));
+    if (i + 8 < n) a1 = _mm256_sub_epi32(a1, ge_epu32(_mm256_loadu_si256((const __m256i *)(key + i + 8)), vt));
+    c = hsum256_epi32(_mm256_add_epi32(a0, a1));
 #else
     for (int i = 0; i < n; i++) c += key[i] >= t;
 #endif
@@ -118,6 +232,22 @@ static uint32_t key_threshold(const uint32_t *key, int n, int m, int *gt) {
     }
     mn = _mm512_reduce_min_epu32(vmn);
     mx = _mm512_reduce_max_epu32(vmx);
+#elif SEL_AVX2
+    if (n >= 8) {
+        __m256i vmn = _mm256_set1_epi32(-1), vmx = _mm256_setzero_si256();
+        for (; i + 8 <= n; i += 8) {
+            __m256i kv = _mm256_loadu_si256((const __m256i *)(key + i));
+            vmn = _mm256_min_epu32(vmn, kv);
+            vmx = _mm256_max_epu32(vmx, kv);
+        }
+        uint32_t a[8], b[8];
+        _mm256_storeu_si256((__m256i *)a, vmn);
+        _mm256_storeu_si256((__m256i *)b, vmx);
+        for (int j = 0; j < 8; j++) {
+            mn = a[j] < mn ? a[j] : mn;
+            mx = b[j] > mx ? b[j] : mx;
+        }
+    }
 #endif
     for (; i < n; i++) {
         mn = key[i] < mn ? key[i] : mn;
@@ -126,7 +256,7 @@ static uint32_t key_threshold(const uint32_t *key, int n, int m, int *gt) {
     uint64_t lo = mn, hi = (uint64_t)mx + 1; /* count(>= lo) = c_lo >= m > count(>= hi) = c_hi */
     int c_hi = 0, c_lo = n, c_base = 0, nc = n;
     const uint32_t *cand = key;
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || SEL_AVX2
     uint32_t *buf = n > 64 ? tls_buf((size_t)2 * (pad16(n) + 16) * sizeof(uint32_t), 2) : NULL;
     int flip = 0;
 #endif
@@ -161,6 +291,25 @@ static uint32_t key_threshold(const uint32_t *key, int n, int m, int *gt) {
             c_base = c_hi;
             flip ^= 1;
         }
+#elif SEL_AVX2
+        if (buf && nc > 32 && 2 * (c_lo - c_hi) <= nc) { /* keep the keys in [lo, hi), as above */
+            uint32_t *dst = buf + (size_t)flip * (pad16(n) + 16);
+            __m256i vlo = _mm256_set1_epi32((int)(uint32_t)lo), vhi = _mm256_set1_epi32((int)(uint32_t)(hi - 1));
+            int c2 = 0;
+            for (int j = 0; j < nc; j += 8) { /* whole vectors: the padding (0) is below lo */
+                __m256i kv = _mm256_loadu_si256((const __m256i *)(cand + j));
+                __m256i in = _mm256_and_si256(ge_epu32(kv, vlo), ge_epu32(vhi, kv));
+                unsigned k = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(in));
+                _mm256_storeu_si256((__m256i *)(dst + c2), compress8(kv, k));
+                c2 += __builtin_popcount(k);
+            }
+            _mm256_storeu_si256((__m256i *)(dst + c2), _mm256_setzero_si256()); /* zeros up to pad16(c2) */
+            _mm256_storeu_si256((__m256i *)(dst + c2 + 8), _mm256_setzero_si256());
+            cand = dst;
+            nc = c2;
+            c_base = c_hi;
+            flip ^= 1;
+        }
 #endif
     }
     (void)c_lo; /* only the vector path compresses */
@@ -185,6 +334,15 @@ static int key_take(const uint32_t *key, const int32_t *ids, int n, int m, uint3
             _mm512_mask_compressstoreu_epi32(out + c, k, id);
             c += __builtin_popcount(k);
         }
+#elif SEL_AVX2
+        /* the lanes taken one by one (out has room for m only) */
+        __m256i vt = _mm256_set1_epi32((int)t);
+        for (; i + 8 <= pad16(n); i += 8)
+            for (unsigned k = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(ge_epu32(_mm256_loadu_si256((const __m256i *)(key + i)), vt)));
+                 k; k &= k - 1) {
+                int l = i + __builtin_ctz(k);
+                out[c++] = ids ? ids[l] : l;
+            }
 #endif
         for (; i < n; i++)
             if (key[i] >= t) out[c++] = ids ? ids[i] : i;
@@ -252,6 +410,27 @@ static int key_take(const uint32_t *key, const int32_t *ids, int n, int m, uint3
         _mm512_mask_compressstoreu_epi32(out + c, k, id);
         c += __builtin_popcount(k);
     }
+#elif SEL_AVX2
+    const __m256i vt = _mm256_set1_epi32((int)t), sign = _mm256_set1_epi32((int)0x80000000u);
+    const __m256i vts = _mm256_xor_si256(vt, sign);
+    for (; i + 8 <= pad16(n); i += 8) {
+        __m256i kv = _mm256_loadu_si256((const __m256i *)(key + i));
+        unsigned g = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_xor_si256(kv, sign), vts)));
+        unsigned e = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(kv, vt)));
+        if (rem == 0) e = 0;
+        else if (__builtin_popcount(e) >= rem) {
+            e = lowest_bits(e, rem);
+            int lane = 31 - __builtin_clz(e); /* the boundary: the highest lane of e */
+            b = c + __builtin_popcount((g | e) & ((1u << lane) - 1));
+            rem = 0;
+        } else {
+            rem -= __builtin_popcount(e);
+        }
+        for (unsigned k = g | e; k; k &= k - 1) {
+            int l = i + __builtin_ctz(k);
+            out[c++] = ids ? ids[l] : l;
+        }
+    }
 #endif
     for (; i < n; i++) {
         int take = key[i] > t;
@@ -289,6 +468,15 @@ static int top_m_sorted(const float *x, int n, int m, int32_t *out) {
             __mmask16 k = _mm512_cmpge_epu32_mask(kv, vt);
             _mm512_mask_compressstoreu_epi32(ck + c, k, kv);
             _mm512_mask_compressstoreu_epi32(cid + c, k, _mm512_add_epi32(iv, _mm512_set1_epi32(i)));
+            c += __builtin_popcount(k);
+        }
+#elif SEL_AVX2
+        __m256i vt = _mm256_set1_epi32((int)t0), iv = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        for (; i < n; i += 8) { /* whole vectors: the padding (0) is below t0 */
+            __m256i kv = _mm256_loadu_si256((const __m256i *)(key + i));
+            unsigned k = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(ge_epu32(kv, vt)));
+            _mm256_storeu_si256((__m256i *)(ck + c), compress8(kv, k));
+            _mm256_storeu_si256((__m256i *)(cid + c), compress8(_mm256_add_epi32(iv, _mm256_set1_epi32(i)), k));
             c += __builtin_popcount(k);
         }
 #endif
@@ -560,6 +748,10 @@ static void store_dim_major(kb_dtype t, const float *x, const float *old, int D,
             for (; d + 16 <= m; d += 16)
                 _mm256_storeu_si256((__m256i *)(h + d),
                                     _mm512_cvtps_ph(_mm512_loadu_ps(x + d0 + d), _MM_FROUND_TO_NEAREST_INT));
+#elif SEL_AVX2
+        if (t == KB_F16)
+            for (; d + 8 <= m; d += 8)
+                _mm_storeu_si128((__m128i *)(h + d), _mm256_cvtps_ph(_mm256_loadu_ps(x + d0 + d), _MM_FROUND_TO_NEAREST_INT));
 #endif
         for (; d < m; d++) h[d] = t == KB_F16 ? kb_f32_to_f16(x[d0 + d]) : kb_f32_to_bf16(x[d0 + d]);
         uint16_t *o = (uint16_t *)dst + (size_t)d0 * ld + P;
@@ -592,6 +784,12 @@ void kb_cpu_page_minmax(const kb_kvstream *s, int from, int to, int p, void *kma
                 _mm512_storeu_ps(mx + d, _mm512_max_ps(v, _mm512_loadu_ps(mx + d)));
                 _mm512_storeu_ps(mn + d, _mm512_min_ps(v, _mm512_loadu_ps(mn + d)));
             }
+#elif SEL_AVX2
+            for (; d + 8 <= D; d += 8) { /* max_ps(a, b) = a > b ? a : b, as below */
+                __m256 v = _mm256_loadu_ps(row + d);
+                _mm256_storeu_ps(mx + d, _mm256_max_ps(v, _mm256_loadu_ps(mx + d)));
+                _mm256_storeu_ps(mn + d, _mm256_min_ps(v, _mm256_loadu_ps(mn + d)));
+            }
 #endif
             for (; d < D; d++) {
                 mx[d] = row[d] > mx[d] ? row[d] : mx[d];
@@ -615,6 +813,15 @@ static inline __m512 sld16(kb_dtype t, const void *b, size_t i) {
             _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)b + i))), 16));
     return _mm512_loadu_ps((const float *)b + i);
 }
+#elif SEL_AVX2
+/* 8 elements of dtype t at element offset i of b, as f32. */
+static inline __m256 sld8(kb_dtype t, const void *b, size_t i) {
+    if (t == KB_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)b + i)));
+    if (t == KB_BF16)
+        return _mm256_castsi256_ps(
+            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)b + i))), 16));
+    return _mm256_loadu_ps((const float *)b + i);
+}
 #endif
 
 /* Dim-major summaries: 16 pages per vector, dims accumulated in ascending
@@ -634,6 +841,26 @@ void kb_cpu_quest_scores(const float *q, int D, const void *kmax, const void *km
             acc = _mm512_add_ps(acc, _mm512_max_ps(a, b));
         }
         _mm512_mask_storeu_ps(out + P, m, acc);
+    }
+#elif SEL_AVX2
+    /* 16 pages per step, each lane as the AVX-512 path's (the same values) */
+    for (; P < npages && ld % 32 == 0; P += 16) {
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+        for (int d = 0; d < D; d++) {
+            __m256 qd = _mm256_set1_ps(q[d]);
+            size_t o = (size_t)d * ld + P;
+            acc0 = _mm256_add_ps(acc0, _mm256_max_ps(_mm256_mul_ps(qd, sld8(dt, kmax, o)), _mm256_mul_ps(qd, sld8(dt, kmin, o))));
+            acc1 = _mm256_add_ps(acc1, _mm256_max_ps(_mm256_mul_ps(qd, sld8(dt, kmax, o + 8)), _mm256_mul_ps(qd, sld8(dt, kmin, o + 8))));
+        }
+        if (P + 16 <= npages) {
+            _mm256_storeu_ps(out + P, acc0);
+            _mm256_storeu_ps(out + P + 8, acc1);
+        } else { /* out holds npages */
+            float tmp[16];
+            _mm256_storeu_ps(tmp, acc0);
+            _mm256_storeu_ps(tmp + 8, acc1);
+            memcpy(out + P, tmp, (size_t)(npages - P) * sizeof(float));
+        }
     }
 #endif
     for (; P < npages; P++) {
@@ -660,6 +887,16 @@ static int keys_of_double(const double *x, int D, uint64_t *key) {
         __m512i flip = _mm512_or_si512(_mm512_srai_epi64(u, 63), _mm512_set1_epi64((long long)(1ull << 63)));
         _mm512_storeu_si512(key + d0, _mm512_xor_si512(u, flip));
     }
+#elif SEL_AVX2
+    /* the same map 4 at a time (the sign spread by a signed compare) */
+    for (; d0 + 4 <= D; d0 += 4) {
+        __m256d f = _mm256_loadu_pd(x + d0);
+        f = _mm256_blendv_pd(f, _mm256_setzero_pd(), _mm256_cmp_pd(f, _mm256_setzero_pd(), _CMP_EQ_OQ));
+        __m256i u = _mm256_castpd_si256(f);
+        __m256i flip = _mm256_or_si256(_mm256_cmpgt_epi64(_mm256_setzero_si256(), u),
+                                       _mm256_set1_epi64x((long long)(1ull << 63)));
+        _mm256_storeu_si256((__m256i *)(key + d0), _mm256_xor_si256(u, flip));
+    }
 #endif
     for (int d = d0; d < n8; d++) {
         if (d >= D) {
@@ -680,6 +917,14 @@ static int count_ge64(const uint64_t *key, int n8, uint64_t t) {
     __m512i vt = _mm512_set1_epi64((long long)t);
     for (int i = 0; i < n8; i += 8)
         c += __builtin_popcount(_mm512_cmpge_epu64_mask(_mm512_loadu_si512(key + i), vt));
+#elif SEL_AVX2
+    /* key >= t iff not (t > key), compared signed with the sign bits flipped */
+    const __m256i sign = _mm256_set1_epi64x((long long)(1ull << 63));
+    __m256i vt = _mm256_xor_si256(_mm256_set1_epi64x((long long)t), sign), lt = _mm256_setzero_si256();
+    for (int i = 0; i < n8; i += 4)
+        lt = _mm256_sub_epi64(lt, _mm256_cmpgt_epi64(vt, _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(key + i)), sign)));
+    __m128i h = _mm_add_epi64(_mm256_castsi256_si128(lt), _mm256_extracti128_si256(lt, 1));
+    c = n8 - (int)(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1));
 #else
     for (int i = 0; i < n8; i++) c += key[i] >= t;
 #endif
@@ -837,6 +1082,108 @@ static void hyb_pages512(const float *q, int G, int D, const int32_t *dims, int 
     if (qv != qbuf) free(qv);
 }
 
+#elif SEL_AVX2
+/* The page pass of hyb_pages_g with 8-lane vectors: W vectors (8 W pages)
+ * per step, W = 2 for G <= 4 and 1 above (the accumulators fill the 16
+ * registers); each lane adds q_g,d times the row's element over the dims in
+ * ascending order with one FMA each, as there, so the scores are the
+ * AVX-512 path's. Rows hold ld >= pad16(np) zero-filled elements (ld a
+ * multiple of 32): whole loads; sc rows hold pad16(np): whole stores. */
+static inline __attribute__((always_inline)) void hyb_pages_g8(const char *const *rowp, const float *qv, int r,
+                                                               kb_dtype dt, int np, float *sc, size_t lds,
+                                                               float *mx, const int G, const int W) {
+    const size_t esz = kb_dtype_size(dt);
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 vmx[8];
+#pragma GCC unroll 8
+    for (int g = 0; g < G; g++) vmx[g] = ninf;
+    for (int t = 0; t < r; t++)
+        for (size_t o = 0; o < 256 && o < (size_t)np * esz; o += 64) _mm_prefetch(rowp[t] + o, _MM_HINT_T0);
+    const int ahead = np > 2048 ? 512 : 64; /* as hyb_pages_g */
+    for (int P0 = 0; P0 < np; P0 += 8 * W) {
+        int nr = np - P0;
+        if (P0 % 32 == 0 && P0 + ahead < np)
+            for (int t = 0; t < r; t++) {
+                const char *row = rowp[t] + (size_t)(P0 + ahead) * esz;
+                _mm_prefetch(row, _MM_HINT_T0);
+                if (esz == 4) _mm_prefetch(row + 64, _MM_HINT_T0);
+            }
+        __m256 acc[8][2];
+#pragma GCC unroll 8
+        for (int g = 0; g < G; g++) acc[g][0] = acc[g][1] = _mm256_setzero_ps();
+        for (int t = 0; t < r; t++) {
+            __m256 v0 = sld8(dt, rowp[t], P0), v1 = W > 1 ? sld8(dt, rowp[t], (size_t)P0 + 8) : v0;
+#pragma GCC unroll 8
+            for (int g = 0; g < G; g++) {
+                __m256 qd = _mm256_set1_ps(qv[(size_t)t * G + g]);
+                acc[g][0] = _mm256_fmadd_ps(qd, v0, acc[g][0]);
+                if (W > 1) acc[g][1] = _mm256_fmadd_ps(qd, v1, acc[g][1]);
+            }
+        }
+        /* the running max of the real pages: max_ps(a, m) = a > m ? a : m
+         * (a NaN score is never taken), lanes past np give -inf */
+        __m256 m0 = _mm256_castsi256_ps(lanes_lt(nr)), m1 = _mm256_castsi256_ps(lanes_lt(nr - 8));
+#pragma GCC unroll 8
+        for (int g = 0; g < G; g++) {
+            _mm256_storeu_ps(sc + (size_t)g * lds + P0, acc[g][0]);
+            vmx[g] = _mm256_max_ps(_mm256_blendv_ps(ninf, acc[g][0], m0), vmx[g]);
+            if (W > 1) {
+                _mm256_storeu_ps(sc + (size_t)g * lds + P0 + 8, acc[g][1]);
+                vmx[g] = _mm256_max_ps(_mm256_blendv_ps(ninf, acc[g][1], m1), vmx[g]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int g = 0; g < G; g++) mx[g] = hmax256(vmx[g]);
+}
+
+/* G <= 8; mx[g] := the max of head g's np scores (NaN skipped; -inf if none) */
+static void hyb_pages256(const float *q, int G, int D, const int32_t *dims, int r, const char *pos,
+                         const void *kmax, const void *kmin, kb_dtype dt, int ld, int np, float *sc,
+                         size_t lds, float *mx) {
+    const size_t esz = kb_dtype_size(dt);
+    const char *rowbuf[256], **rowp = r <= 256 ? rowbuf : KB_MALLOC((size_t)r * sizeof *rowp);
+    float qbuf[8 * 256], *qv = r <= 256 ? qbuf : KB_MALLOC((size_t)r * G * sizeof *qv);
+    for (int t = 0; t < r; t++) {
+        int d = dims[t];
+        rowp[t] = (const char *)(pos[d] ? kmax : kmin) + (size_t)d * ld * esz;
+        for (int g = 0; g < G; g++) qv[(size_t)t * G + g] = q[(size_t)g * D + d];
+    }
+    switch (G) {
+    case 1: hyb_pages_g8(rowp, qv, r, dt, np, sc, lds, mx, 1, 2); break;
+    case 2: hyb_pages_g8(rowp, qv, r, dt, np, sc, lds, mx, 2, 2); break;
+    case 3: hyb_pages_g8(rowp, qv, r, dt, np, sc, lds, mx, 3, 2); break;
+    case 4: hyb_pages_g8(rowp, qv, r, dt, np, sc, lds, mx, 4, 2); break;
+    case 5: hyb_pages_g8(rowp, qv, r, dt, np, sc, lds, mx, 5, 1); break;
+    case 6: hyb_pages_g8(rowp, qv, r, dt, np, sc, lds, mx, 6, 1); break;
+    case 7: hyb_pages_g8(rowp, qv, r, dt, np, sc, lds, mx, 7, 1); break;
+    default: hyb_pages_g8(rowp, qv, r, dt, np, sc, lds, mx, 8, 1); break;
+    }
+    if (rowp != rowbuf) free(rowp);
+    if (qv != qbuf) free(qv);
+}
+
+/* The softmax sums of G heads (np >= 1 weights x in each row of sc): each
+ * head's sum is the portable path's, sum(x[P], P < np - 1) in double from 0
+ * in ascending P, then p times it plus the last page's cnt copies; four
+ * heads' chains side by side (a missing head repeats the last one and is
+ * not stored). */
+static void softmax_sums(const float *sc, size_t ld, int G, int np, int p, int last_cnt, float *inv) {
+    for (int g0 = 0; g0 < G; g0 += 4) {
+        const float *x0 = sc + (size_t)g0 * ld, *x1 = sc + (size_t)KB_MIN(g0 + 1, G - 1) * ld,
+                    *x2 = sc + (size_t)KB_MIN(g0 + 2, G - 1) * ld, *x3 = sc + (size_t)KB_MIN(g0 + 3, G - 1) * ld;
+        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (int P = 0; P < np - 1; P++) {
+            s0 += x0[P];
+            s1 += x1[P];
+            s2 += x2[P];
+            s3 += x3[P];
+        }
+        double sum[4] = {s0, s1, s2, s3}, last[4] = {x0[np - 1], x1[np - 1], x2[np - 1], x3[np - 1]};
+        for (int j = 0; j < 4 && g0 + j < G; j++) inv[g0 + j] = (float)(1.0 / (sum[j] * p + last[j] * last_cnt));
+    }
+}
+
 #endif
 
 /* kb_hybrid_temperature of G heads, four at a time: each head's two sums in
@@ -906,6 +1253,20 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
         _mm512_storeu_pd(absum + d0, _mm512_mask_blend_pd(nan, a, _mm512_set1_pd(-INFINITY)));
         for (int j = 0; j < 8; j++) pos[d0 + j] = (char)((gt >> j) & 1);
     }
+#elif SEL_AVX2
+    const __m256d absmask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffll));
+    for (; d0 + 4 <= D; d0 += 4) {
+        __m256d a = _mm256_setzero_pd(), sum = _mm256_setzero_pd();
+        for (int g = 0; g < G; g++) {
+            __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(q + (size_t)g * D + d0));
+            a = _mm256_add_pd(a, _mm256_and_pd(v, absmask));
+            sum = _mm256_add_pd(sum, v);
+        }
+        __m256d nan = _mm256_cmp_pd(a, a, _CMP_UNORD_Q);
+        int gt = _mm256_movemask_pd(_mm256_cmp_pd(sum, _mm256_setzero_pd(), _CMP_GT_OQ));
+        _mm256_storeu_pd(absum + d0, _mm256_blendv_pd(a, _mm256_set1_pd(-INFINITY), nan));
+        for (int j = 0; j < 4; j++) pos[d0 + j] = (char)((gt >> j) & 1);
+    }
 #endif
     for (int d = d0; d < D; d++) {
         double a = 0, sum = 0;
@@ -926,6 +1287,13 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
     int have_mx = 0; /* rawmx[g]: the max of head g's raw scores, from the page pass */
     if (G <= 8 && ldk % 32 == 0) { /* p == 1 too: K dim-major */
         hyb_pages512(q, G, D, dims, r, pos, kmax, kmin, s->dtype, ldk, np, sc, ld, rawmx);
+        have_mx = 1;
+    } else
+#elif SEL_AVX2
+    float rawmx[8];
+    int have_mx = 0; /* as above */
+    if (G <= 8 && ldk % 32 == 0) {
+        hyb_pages256(q, G, D, dims, r, pos, kmax, kmin, s->dtype, ldk, np, sc, ld, rawmx);
         have_mx = 1;
     } else
 #endif
@@ -1006,6 +1374,50 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
             sum = _mm512_reduce_add_pd(_mm512_add_pd(a0, a1));
             P = (np - 1) / 16 * 16;
         }
+#elif SEL_AVX2
+        /* the AVX-512 path's passes with 8 lanes (the same values); the
+         * sums (softmax_sums, below the head loop) in the portable order */
+        int fused = tau > 0 && tau < INFINITY;
+        if (fused && have_mx) {
+            mx = rawmx[g];
+            P = np;
+        } else {
+            __m256 vt = _mm256_set1_ps(tau), m0 = _mm256_set1_ps(-INFINITY), m1 = m0, m2 = m0, m3 = m0;
+            if (fused)
+                for (; P + 32 <= np; P += 32) {
+                    m0 = _mm256_max_ps(_mm256_loadu_ps(x + P), m0);
+                    m1 = _mm256_max_ps(_mm256_loadu_ps(x + P + 8), m1);
+                    m2 = _mm256_max_ps(_mm256_loadu_ps(x + P + 16), m2);
+                    m3 = _mm256_max_ps(_mm256_loadu_ps(x + P + 24), m3);
+                }
+            for (; P + 8 <= np; P += 8) {
+                __m256 v = _mm256_loadu_ps(x + P);
+                if (!fused) {
+                    v = _mm256_div_ps(v, vt);
+                    _mm256_storeu_ps(x + P, v);
+                }
+                m0 = _mm256_max_ps(v, m0);
+            }
+            mx = hmax256(_mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3)));
+        }
+        for (; P < np; P++) {
+            float v = fused ? x[P] : (x[P] /= tau);
+            mx = v > mx ? v : mx;
+        }
+        if (fused) mx /= tau;
+        {
+            __m256 vm = _mm256_set1_ps(mx), vt = _mm256_set1_ps(tau);
+            int m = pad8(np);
+            for (P = 0; P < m; P += 8) {
+                __m256 v = _mm256_loadu_ps(x + P);
+                if (fused) v = _mm256_div_ps(v, vt);
+                v = _mm256_sub_ps(v, vm);
+                if (P + 8 > np) v = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), v, _mm256_castsi256_ps(lanes_lt(np - P)));
+                _mm256_storeu_ps(x + P, simd_exp256(v));
+            }
+        }
+        (void)sum;
+        continue;
 #else
         for (; P < np; P++) {
             x[P] /= tau;
@@ -1020,6 +1432,9 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
         sum = sum * p + (double)x[np - 1] * last_cnt;
         inv[g] = (float)(1.0 / sum);
     }
+#if SEL_AVX2
+    softmax_sums(sc, ld, G, np, p, last_cnt, inv);
+#endif
     /* weights w = x * inv per head; the page score is their mean over the
      * group, summed from 0 in head order (one pass for all heads) */
     float invG = 1.0f / G;
@@ -1033,6 +1448,16 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
             acc = _mm512_add_ps(acc, w);
         }
         _mm512_storeu_ps(page_score + P, _mm512_mul_ps(acc, vg));
+    }
+#elif SEL_AVX2
+    for (__m256 vg = _mm256_set1_ps(invG); P + 8 <= np; P += 8) {
+        __m256 acc = _mm256_setzero_ps();
+        for (int g = 0; g < G; g++) {
+            __m256 w = _mm256_mul_ps(_mm256_loadu_ps(sc + (size_t)g * ld + P), _mm256_set1_ps(inv[g]));
+            if (head_w) _mm256_storeu_ps(head_w + (size_t)g * np + P, w);
+            acc = _mm256_add_ps(acc, w);
+        }
+        _mm256_storeu_ps(page_score + P, _mm256_mul_ps(acc, vg));
     }
 #endif
     for (; P < np; P++) {
