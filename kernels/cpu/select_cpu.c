@@ -990,8 +990,15 @@ static void topk_small_double(const double *x, int D, int r, int32_t *out) {
         c += __builtin_popcount(take);
     }
 #else
-    for (int d = 0; d < D; d++)
-        if (key[d] > lo || (key[d] == lo && rem-- > 0)) out[c++] = d;
+    /* without branches (which dims win is data: a branch per dim would be
+     * mispredicted half the time); a dim not taken is written at out[c] and
+     * overwritten, so out needs r + 1 <= D entries (r < D here) */
+    for (int d = 0; d < D; d++) {
+        int eq = key[d] == lo && rem > 0;
+        out[c] = d;
+        c += key[d] > lo || eq;
+        rem -= eq;
+    }
 #endif
 }
 
@@ -1084,11 +1091,12 @@ static void hyb_pages512(const float *q, int G, int D, const int32_t *dims, int 
 
 #elif SEL_AVX2
 /* The page pass of hyb_pages_g with 8-lane vectors: W vectors (8 W pages)
- * per step, W = 2 for G <= 4 and 1 above (the accumulators fill the 16
- * registers); each lane adds q_g,d times the row's element over the dims in
+ * per step, G W <= 12 accumulators (of the 16 registers; enough
+ * independent FMA chains to hide their latency); each lane adds q_g,d times the row's element over the dims in
  * ascending order with one FMA each, as there, so the scores are the
- * AVX-512 path's. Rows hold ld >= pad16(np) zero-filled elements (ld a
- * multiple of 32): whole loads; sc rows hold pad16(np): whole stores. */
+ * AVX-512 path's. Rows hold ld >= pad32(np) zero-filled elements (ld a
+ * multiple of 32, W <= 4): whole loads; sc rows hold pad16(np): whole
+ * stores of the vectors that hold a real page. */
 static inline __attribute__((always_inline)) void hyb_pages_g8(const char *const *rowp, const float *qv, int r,
                                                                kb_dtype dt, int np, float *sc, size_t lds,
                                                                float *mx, const int G, const int W) {
@@ -1108,28 +1116,30 @@ static inline __attribute__((always_inline)) void hyb_pages_g8(const char *const
                 _mm_prefetch(row, _MM_HINT_T0);
                 if (esz == 4) _mm_prefetch(row + 64, _MM_HINT_T0);
             }
-        __m256 acc[8][2];
+        __m256 acc[8][4];
 #pragma GCC unroll 8
-        for (int g = 0; g < G; g++) acc[g][0] = acc[g][1] = _mm256_setzero_ps();
+        for (int g = 0; g < G; g++)
+#pragma GCC unroll 4
+            for (int w = 0; w < W; w++) acc[g][w] = _mm256_setzero_ps();
         for (int t = 0; t < r; t++) {
-            __m256 v0 = sld8(dt, rowp[t], P0), v1 = W > 1 ? sld8(dt, rowp[t], (size_t)P0 + 8) : v0;
+#pragma GCC unroll 4
+            for (int w = 0; w < W; w++) {
+                __m256 v = sld8(dt, rowp[t], (size_t)P0 + 8 * w);
 #pragma GCC unroll 8
-            for (int g = 0; g < G; g++) {
-                __m256 qd = _mm256_set1_ps(qv[(size_t)t * G + g]);
-                acc[g][0] = _mm256_fmadd_ps(qd, v0, acc[g][0]);
-                if (W > 1) acc[g][1] = _mm256_fmadd_ps(qd, v1, acc[g][1]);
+                for (int g = 0; g < G; g++)
+                    acc[g][w] = _mm256_fmadd_ps(_mm256_set1_ps(qv[(size_t)t * G + g]), v, acc[g][w]);
             }
         }
         /* the running max of the real pages: max_ps(a, m) = a > m ? a : m
          * (a NaN score is never taken), lanes past np give -inf */
-        __m256 m0 = _mm256_castsi256_ps(lanes_lt(nr)), m1 = _mm256_castsi256_ps(lanes_lt(nr - 8));
+#pragma GCC unroll 4
+        for (int w = 0; w < W; w++) {
+            if (w > 0 && nr <= 8 * w) break; /* no real page in this vector or after */
+            __m256 mw = _mm256_castsi256_ps(lanes_lt(nr - 8 * w));
 #pragma GCC unroll 8
-        for (int g = 0; g < G; g++) {
-            _mm256_storeu_ps(sc + (size_t)g * lds + P0, acc[g][0]);
-            vmx[g] = _mm256_max_ps(_mm256_blendv_ps(ninf, acc[g][0], m0), vmx[g]);
-            if (W > 1) {
-                _mm256_storeu_ps(sc + (size_t)g * lds + P0 + 8, acc[g][1]);
-                vmx[g] = _mm256_max_ps(_mm256_blendv_ps(ninf, acc[g][1], m1), vmx[g]);
+            for (int g = 0; g < G; g++) {
+                _mm256_storeu_ps(sc + (size_t)g * lds + P0 + 8 * w, acc[g][w]);
+                vmx[g] = _mm256_max_ps(_mm256_blendv_ps(ninf, acc[g][w], mw), vmx[g]);
             }
         }
     }
@@ -1150,12 +1160,12 @@ static void hyb_pages256(const float *q, int G, int D, const int32_t *dims, int 
         for (int g = 0; g < G; g++) qv[(size_t)t * G + g] = q[(size_t)g * D + d];
     }
     switch (G) {
-    case 1: hyb_pages_g8(rowp, qv, r, dt, np, sc, lds, mx, 1, 2); break;
-    case 2: hyb_pages_g8(rowp, qv, r, dt, np, sc, lds, mx, 2, 2); break;
-    case 3: hyb_pages_g8(rowp, qv, r, dt, np, sc, lds, mx, 3, 2); break;
+    case 1: hyb_pages_g8(rowp, qv, r, dt, np, sc, lds, mx, 1, 4); break;
+    case 2: hyb_pages_g8(rowp, qv, r, dt, np, sc, lds, mx, 2, 4); break;
+    case 3: hyb_pages_g8(rowp, qv, r, dt, np, sc, lds, mx, 3, 4); break;
     case 4: hyb_pages_g8(rowp, qv, r, dt, np, sc, lds, mx, 4, 2); break;
-    case 5: hyb_pages_g8(rowp, qv, r, dt, np, sc, lds, mx, 5, 1); break;
-    case 6: hyb_pages_g8(rowp, qv, r, dt, np, sc, lds, mx, 6, 1); break;
+    case 5: hyb_pages_g8(rowp, qv, r, dt, np, sc, lds, mx, 5, 2); break;
+    case 6: hyb_pages_g8(rowp, qv, r, dt, np, sc, lds, mx, 6, 2); break;
     case 7: hyb_pages_g8(rowp, qv, r, dt, np, sc, lds, mx, 7, 1); break;
     default: hyb_pages_g8(rowp, qv, r, dt, np, sc, lds, mx, 8, 1); break;
     }
