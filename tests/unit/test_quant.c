@@ -823,7 +823,8 @@ int main(void) {
     for (size_t i = 0; i < KB_ARRAY_LEN(supported); i++) test_dequant(supported[i]);
     static const int shapes32[][2] = {{1, 32}, {7, 64}, {33, 576}, {193, 576}, {577, 576},
                                       {31, 1536}, {1, 4096}, {130, 160}, {9, 1056},
-                                      {21, 8192} /* 4-row groups longer than the prefetch window */};
+                                      {21, 8192} /* 4-row groups longer than the prefetch window */,
+                                      {1536, 576}, {576, 1536} /* SmolLM2's gate/up and down: pool chunks */};
     static const int shapes256[][2] = {{1, 256}, {3, 512}, {97, 1024}, {301, 768}};
     for (int mode = MV_EXACT; mode <= MV_Q8; mode++) {
         for (size_t i = 0; i < KB_ARRAY_LEN(supported); i++) {
