@@ -73,6 +73,7 @@ static ALWAYS_INLINE __m512 ld16(const kb_dtype dt, const void *p) {
     return _mm512_loadu_ps(p);
 }
 
+#define KB_ATTN_BLOCKED 1
 #define DMAX_V 16 /* fast path: D <= 256 */
 #define GMAX_V 8  /* fast path: G <= 8 */
 
@@ -294,9 +295,292 @@ static void rows_any(int G, const float *qs, const kb_kvstream *s, const int32_t
     else ROWS_ANY(KB_F32);
 #undef ROWS_ANY
 }
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+/* AVX2+FMA+F16C path (no AVX-512): the structure of the AVX-512 one (blocks
+ * of 16 rows, a row's K converted once and shared by the G heads, software
+ * prefetch, compile-time G and D copies) with 16 ymm registers, computing
+ * what rows_plain computes (tests/unit/test_attn_avx2.c checks it):
+ * - scores bit for bit: simd_dot's two 8-lane accumulators (FMAs in d
+ *   order), their sum and simd_dot's reduction tree, the same for every row
+ *   in every position of a block (ties stay ties for the top-k rules), so
+ *   qk_scores and the selections built on it are what the row-at-a-time
+ *   path gave;
+ * - rows_plain's online softmax step for step: the running max, exp(m_old -
+ *   x) by simd_exp1 rescaling l and acc at each rise, l += w in row order,
+ *   acc += w * v by FMAs in row order; only the weights exp(x - m) come from
+ *   simd_exp256 (8 at a time) where rows_plain calls simd_exp1, which under
+ *   -std=c11 (no FMA contraction) differs in the last bits, so l and acc
+ *   agree to rounding, not bit for bit.
+ * A block: its running max and rises first, its weights, then its V rows
+ * accumulated in column strips of acc held in registers across the rows. */
+#define KB_ATTN_BLOCKED 1
+
+/* 8 elements of a K/V row at p as f32. */
+static ALWAYS_INLINE __m256 ld8(const kb_dtype dt, const void *p) {
+    if (dt == KB_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+    if (dt == KB_BF16)
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+    return _mm256_loadu_ps(p);
+}
+
+#define DMAX_V 16 /* fast path: D <= 256 (DV = D / 16 chunks of 16) */
+#define GMAX_V 8  /* fast path: G <= 8 */
+
+static ALWAYS_INLINE void prefetch_row(const char *K, const char *V, size_t row, size_t rb) {
+    for (size_t o = 0; o < rb; o += 64) {
+        _mm_prefetch(K + row * rb + o, DEC_PF_HINT);
+        if (V) _mm_prefetch(V + row * rb + o, DEC_PF_HINT);
+    }
+}
+
+/* v[r] (r < 8), each a row's acc0 + acc1 of simd_dot -> lane r holds
+ * ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)) of v[r]: simd_dot's
+ * reduction (halves, then movehl, then movehdup), the same tree in every
+ * lane. */
+static ALWAYS_INLINE __m256 hsum8x8(const __m256 *v) {
+    __m256 a[4], b[2];
+    for (int i = 0; i < 4; i++) /* lo: row i, hi: row i + 4; lane k: s[k] + s[k + 4] */
+        a[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[i], v[i + 4], 0x20),
+                             _mm256_permute2f128_ps(v[i], v[i + 4], 0x31));
+    for (int i = 0; i < 2; i++) /* rows 2i, 2i+1 (+4): (a0 + a2), (a1 + a3) */
+        b[i] = _mm256_add_ps(_mm256_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm256_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm256_add_ps(_mm256_shuffle_ps(b[0], b[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm256_shuffle_ps(b[0], b[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* Row krow as f32 (two vectors at a time) and each head's simd_dot
+ * accumulators with it: acc0 over elements 16t..16t+7, acc1 over
+ * 16t+8..16t+15, FMAs from zero in t order; acc0 + acc1 to dst[g][r].
+ * Heads go four at a time (8 accumulators + 2 K vectors in registers). */
+static ALWAYS_INLINE void row_dots(const int G, const int DV, const kb_dtype dt, const float *qs, const char *krow,
+                                   float (*dst)[16][8], int r) {
+    const size_t esz = dt == KB_F32 ? 4 : 2;
+    const int D = 16 * DV;
+#pragma GCC unroll 2
+    for (int g0 = 0; g0 < G; g0 += 4) {
+        const int gn = KB_MIN(4, G - g0);
+        __m256 a0[4] = {0}, a1[4] = {0}; /* (initialised: run-time G quiets -Wmaybe-uninitialized) */
+#pragma GCC unroll 4
+        for (int g = 0; g < gn; g++) a0[g] = a1[g] = _mm256_setzero_ps();
+#pragma GCC unroll 16
+        for (int t = 0; t < DV; t++) {
+            __m256 k0 = ld8(dt, krow + (size_t)16 * t * esz), k1 = ld8(dt, krow + (size_t)(16 * t + 8) * esz);
+#pragma GCC unroll 4
+            for (int g = 0; g < gn; g++) {
+                const float *qg = qs + (size_t)(g0 + g) * D + 16 * t;
+                a0[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qg), k0, a0[g]);
+                a1[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qg + 8), k1, a1[g]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int g = 0; g < gn; g++) _mm256_store_ps(dst[g0 + g][r], _mm256_add_ps(a0[g], a1[g]));
+    }
+}
+
+/* The block of rows rows[0..nr) (nr <= 16): each head's 16 scores to
+ * x[g][0..16) (lanes past nr repeat the last row). */
+static ALWAYS_INLINE void block_scores(const int G, const int DV, const kb_dtype dt, const float *qs,
+                                       const char *const *krows, int nr, float (*x)[16]) {
+    float dbuf[GMAX_V][16][8] __attribute__((aligned(32)));
+    if (G < 1 || G > GMAX_V || DV < 1 || DV > DMAX_V) __builtin_unreachable(); /* rows_run's condition */
+    for (int r = 0; r < 16; r++) row_dots(G, DV, dt, qs, krows[r < nr ? r : nr - 1], dbuf, r);
+#pragma GCC unroll 8
+    for (int g = 0; g < G; g++) {
+        __m256 d[8];
+#pragma GCC unroll 8
+        for (int u = 0; u < 8; u++) d[u] = _mm256_load_ps(dbuf[g][u]);
+        _mm256_store_ps(x[g], hsum8x8(d));
+#pragma GCC unroll 8
+        for (int u = 0; u < 8; u++) d[u] = _mm256_load_ps(dbuf[g][8 + u]);
+        _mm256_store_ps(x[g] + 8, hsum8x8(d));
+    }
+}
+
+/* Row pointers of the block at j (through idx when given), and the rows pf
+ * ahead prefetched (dense rows past the chunk too, up to the stream's end:
+ * the next chunk is usually this thread's, dec_span). */
+static ALWAYS_INLINE int block_rows(const char *K, const char *V, size_t rb, const int32_t *idx, int j, int j1,
+                                    int pf, int lim, const char **krows, const char **vrows) {
+    int nr = KB_MIN(16, j1 - j);
+    for (int r = 0; r < nr; r++) {
+        int jp = j + r + pf;
+        if (jp < lim) prefetch_row(K, V, (size_t)(idx ? idx[jp] : jp), rb);
+        size_t row = (size_t)(idx ? idx[j + r] : j + r);
+        krows[r] = K + row * rb;
+        if (vrows) vrows[r] = V + row * rb;
+    }
+    return nr;
+}
+
+/* Scores of one chunk (qk_scores): rows r(j), j in [j0, j1), to
+ * sc_out[g*ldo + j], rows_plain's values. */
+static ALWAYS_INLINE void scores16(const int G, const int DV, const kb_dtype dt, const float *qs,
+                                   const kb_kvstream *s, const int32_t *idx, int j0, int j1,
+                                   float *sc_out, int ldo) {
+    const size_t esz = dt == KB_F32 ? 4 : 2, rb = (size_t)DV * 16 * esz;
+    const char *K = s->K;
+    const int pf = (int)((DEC_PF_BYTES + rb - 1) / rb);
+    const int lim = idx ? j1 : s->n;
+    for (int jj = j0; jj < KB_MIN(j0 + pf, lim); jj++) prefetch_row(K, NULL, (size_t)(idx ? idx[jj] : jj), rb);
+    for (int j = j0; j < j1; j += 16) {
+        const char *krows[16];
+        float x[GMAX_V][16] __attribute__((aligned(32)));
+        int nr = block_rows(K, NULL, rb, idx, j, j1, pf, lim, krows, NULL);
+        block_scores(G, DV, dt, qs, krows, nr, x);
+#pragma GCC unroll 8
+        for (int g = 0; g < G; g++) {
+            float *o = sc_out + (size_t)g * ldo + j;
+            if (nr == 16) {
+                _mm256_storeu_ps(o, _mm256_load_ps(x[g]));
+                _mm256_storeu_ps(o + 8, _mm256_load_ps(x[g] + 8));
+            } else
+                for (int r = 0; r < nr; r++) o[r] = x[g][r];
+        }
+    }
+}
+
+/* acc[g][c*8 .. (c+CW)*8) += the block's rows (rows_plain's order: at a row
+ * where head g's max rose, acc *= corr first, then acc += w * v by FMA).
+ * RESC: some head's max rose in the block. */
+static ALWAYS_INLINE void block_vacc(const int G, const int DV, const kb_dtype dt, const int CW, const int RESC,
+                                     const char *const *vrows, int nr, const float (*w)[16],
+                                     const float (*cr)[16], const uint32_t *rise, float *acc) {
+    const size_t esz = dt == KB_F32 ? 4 : 2;
+    const int D = 16 * DV;
+    for (int c = 0; c < 2 * DV; c += CW) {
+        __m256 a[GMAX_V][4] = {{{0}}};
+#pragma GCC unroll 8
+        for (int g = 0; g < G; g++)
+#pragma GCC unroll 4
+            for (int u = 0; u < CW; u++) a[g][u] = _mm256_loadu_ps(acc + (size_t)g * D + 8 * (c + u));
+        for (int r = 0; r < nr; r++) {
+            __m256 v[4] = {0};
+#pragma GCC unroll 4
+            for (int u = 0; u < CW; u++) v[u] = ld8(dt, vrows[r] + (size_t)8 * (c + u) * esz);
+#pragma GCC unroll 8
+            for (int g = 0; g < G; g++) {
+                if (RESC && (rise[g] >> r & 1)) {
+                    __m256 k = _mm256_set1_ps(cr[g][r]);
+#pragma GCC unroll 4
+                    for (int u = 0; u < CW; u++) a[g][u] = _mm256_mul_ps(a[g][u], k);
+                }
+                __m256 wb = _mm256_broadcast_ss(&w[g][r]);
+#pragma GCC unroll 4
+                for (int u = 0; u < CW; u++) a[g][u] = _mm256_fmadd_ps(wb, v[u], a[g][u]);
+            }
+        }
+#pragma GCC unroll 8
+        for (int g = 0; g < G; g++)
+#pragma GCC unroll 4
+            for (int u = 0; u < CW; u++) _mm256_storeu_ps(acc + (size_t)g * D + 8 * (c + u), a[g][u]);
+    }
+}
+
+/* Attention over one chunk into part (which holds the state so far:
+ * m = -inf, l = 0, acc = 0 from dec_chunk), block by block: the block's K
+ * rows scored, the softmax steps of its rows, its V rows accumulated. */
+static ALWAYS_INLINE void attn16(const int G, const int DV, const kb_dtype dt, const float *qs,
+                                 const kb_kvstream *s, const int32_t *idx, int j0, int j1,
+                                 dec_part *part) {
+    const size_t esz = dt == KB_F32 ? 4 : 2, rb = (size_t)DV * 16 * esz;
+    const char *K = s->K, *V = s->V;
+    const int pf = (int)((DEC_PF_BYTES + rb - 1) / rb);
+    const int lim = idx ? j1 : s->n;
+    /* acc strips of CW vectors: G * CW accumulators + CW V vectors + 1 weight in 16 registers */
+    if (G < 1 || G > GMAX_V || DV < 1 || DV > DMAX_V) __builtin_unreachable();
+    const int CW = G <= 2 ? (DV % 2 ? 2 : 4) : G <= 4 ? 2 : 1;
+    float mrun[GMAX_V] = {0}, lsum[GMAX_V] = {0};
+#pragma GCC unroll 8
+    for (int g = 0; g < G; g++) {
+        mrun[g] = part->m[g];
+        lsum[g] = part->l[g];
+    }
+    for (int jj = j0; jj < KB_MIN(j0 + pf, lim); jj++) prefetch_row(K, V, (size_t)(idx ? idx[jj] : jj), rb);
+    for (int j = j0; j < j1; j += 16) {
+        const char *krows[16], *vrows[16];
+        float x[GMAX_V][16] __attribute__((aligned(32)));
+        float w[GMAX_V][16] __attribute__((aligned(32)));
+        float mp[GMAX_V][16] __attribute__((aligned(32)));
+        float cr[GMAX_V][16];
+        uint32_t rise[GMAX_V] = {0}, any = 0;
+        int nr = block_rows(K, V, rb, idx, j, j1, pf, lim, krows, vrows);
+        block_scores(G, DV, dt, qs, krows, nr, x);
+#pragma GCC unroll 8
+        for (int g = 0; g < G; g++) {
+            float m = mrun[g];
+            uint32_t rs = 0;
+            for (int r = 0; r < 16; r++) {
+                if (r < nr && x[g][r] > m) {
+                    cr[g][r] = simd_exp1(m - x[g][r]);
+                    rs |= 1u << r;
+                    m = x[g][r];
+                }
+                mp[g][r] = m;
+            }
+            rise[g] = rs;
+            any |= rs;
+            mrun[g] = m;
+            _mm256_store_ps(w[g], simd_exp256(_mm256_sub_ps(_mm256_load_ps(x[g]), _mm256_load_ps(mp[g]))));
+            _mm256_store_ps(w[g] + 8,
+                            simd_exp256(_mm256_sub_ps(_mm256_load_ps(x[g] + 8), _mm256_load_ps(mp[g] + 8))));
+            float l = lsum[g];
+            for (int r = 0; r < nr; r++) {
+                if (rs >> r & 1) l *= cr[g][r];
+                l += w[g][r];
+            }
+            lsum[g] = l;
+        }
+        if (any) block_vacc(G, DV, dt, CW, 1, vrows, nr, (const float(*)[16])w, (const float(*)[16])cr, rise, part->acc);
+        else block_vacc(G, DV, dt, CW, 0, vrows, nr, (const float(*)[16])w, (const float(*)[16])cr, rise, part->acc);
+    }
+#pragma GCC unroll 8
+    for (int g = 0; g < G; g++) {
+        part->m[g] = mrun[g];
+        part->l[g] = lsum[g];
+    }
+}
+
+typedef void (*rows_fn)(const float *, const kb_kvstream *, const int32_t *, int, int, dec_part *,
+                        float *, int);
+#define ROWS_SPEC(G, DV, DT, NAME)                                                              \
+    static void NAME(const float *qs, const kb_kvstream *s, const int32_t *idx, int j0, int j1,  \
+                     dec_part *part, float *sc, int ldo) {                                       \
+        if (part) attn16(G, DV, DT, qs, s, idx, j0, j1, part);                                  \
+        else scores16(G, DV, DT, qs, s, idx, j0, j1, sc, ldo);                                  \
+    }
+#define ROWS_G(DV, DT, T)                                                                      \
+    ROWS_SPEC(1, DV, DT, rows_##T##_##DV##_1) ROWS_SPEC(2, DV, DT, rows_##T##_##DV##_2)          \
+    ROWS_SPEC(3, DV, DT, rows_##T##_##DV##_3) ROWS_SPEC(4, DV, DT, rows_##T##_##DV##_4)          \
+    ROWS_SPEC(8, DV, DT, rows_##T##_##DV##_8)
+ROWS_G(4, KB_F16, f16)
+ROWS_G(8, KB_F16, f16)
+ROWS_G(4, KB_BF16, bf16)
+ROWS_G(8, KB_BF16, bf16)
+ROWS_G(4, KB_F32, f32)
+ROWS_G(8, KB_F32, f32)
+#define ROWS_TAB(T, DV)                                                                         \
+    {NULL, rows_##T##_##DV##_1, rows_##T##_##DV##_2, rows_##T##_##DV##_3, rows_##T##_##DV##_4,   \
+     NULL, NULL, NULL, rows_##T##_##DV##_8}
+static const rows_fn rows_tab[3][2][9] = {
+    {ROWS_TAB(f32, 4), ROWS_TAB(f32, 8)},
+    {ROWS_TAB(f16, 4), ROWS_TAB(f16, 8)},
+    {ROWS_TAB(bf16, 4), ROWS_TAB(bf16, 8)},
+};
+/* Other G (<= 8) and D (multiple of 16, <= 256): the same code with run-time
+ * G and DV (accumulators in memory, slower), the same values. */
+static void rows_any(int G, const float *qs, const kb_kvstream *s, const int32_t *idx, int j0,
+                     int j1, dec_part *part, float *sc, int ldo) {
+    int DV = s->D / 16;
+#define ROWS_ANY(DT) (part ? attn16(G, DV, DT, qs, s, idx, j0, j1, part) : scores16(G, DV, DT, qs, s, idx, j0, j1, sc, ldo))
+    if (s->dtype == KB_F16) ROWS_ANY(KB_F16);
+    else if (s->dtype == KB_BF16) ROWS_ANY(KB_BF16);
+    else ROWS_ANY(KB_F32);
+#undef ROWS_ANY
+}
 #endif
 
-/* Portable path (no AVX-512, or G > 8, or D not a multiple of 16 / > 256):
+/* Portable path (neither AVX-512 nor AVX2+FMA+F16C, or G > 8, or D not a multiple of 16 / > 256):
  * the same online softmax one row at a time. */
 static void rows_plain(int G, const float *qs, const kb_kvstream *s, const int32_t *idx, int j0,
                        int j1, dec_part *part, float *sc, int ldo) {
@@ -333,7 +617,7 @@ static void rows_plain(int G, const float *qs, const kb_kvstream *s, const int32
 static void rows_run(int G, const float *qs, const kb_kvstream *s, const int32_t *idx, int j0,
                      int j1, dec_part *part, float *sc, int ldo) {
     if (j1 <= j0) return;
-#if defined(__AVX512F__)
+#if defined(KB_ATTN_BLOCKED)
     int D = s->D;
     if (G <= GMAX_V && D % 16 == 0 && D <= 16 * DMAX_V) {
         rows_fn f = (D == 64 || D == 128) ? rows_tab[s->dtype][D == 128][G] : NULL;
