@@ -509,26 +509,40 @@ static ALWAYS_INLINE void attn16(const int G, const int DV, const kb_dtype dt, c
 #pragma GCC unroll 8
         for (int g = 0; g < G; g++) {
             float m = mrun[g];
+            __m256 x0 = _mm256_load_ps(x[g]), x1 = _mm256_load_ps(x[g] + 8), m0, m1;
+            /* rows with x > m (the max so far, NaN never): none in most
+             * blocks, then every row's max is m */
+            __m256 mb = _mm256_set1_ps(m);
+            uint32_t gt = ((uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(x0, mb, _CMP_GT_OQ)) |
+                           (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(x1, mb, _CMP_GT_OQ)) << 8) &
+                          ((1u << nr) - 1);
             uint32_t rs = 0;
-            for (int r = 0; r < 16; r++) {
-                if (r < nr && x[g][r] > m) {
-                    cr[g][r] = simd_exp1(m - x[g][r]);
-                    rs |= 1u << r;
-                    m = x[g][r];
+            if (!gt) m0 = m1 = mb;
+            else {
+                for (int r = 0; r < 16; r++) {
+                    if (r < nr && x[g][r] > m) {
+                        cr[g][r] = simd_exp1(m - x[g][r]);
+                        rs |= 1u << r;
+                        m = x[g][r];
+                    }
+                    mp[g][r] = m;
                 }
-                mp[g][r] = m;
+                m0 = _mm256_load_ps(mp[g]);
+                m1 = _mm256_load_ps(mp[g] + 8);
             }
             rise[g] = rs;
             any |= rs;
             mrun[g] = m;
-            _mm256_store_ps(w[g], simd_exp256(_mm256_sub_ps(_mm256_load_ps(x[g]), _mm256_load_ps(mp[g]))));
-            _mm256_store_ps(w[g] + 8,
-                            simd_exp256(_mm256_sub_ps(_mm256_load_ps(x[g] + 8), _mm256_load_ps(mp[g] + 8))));
+            _mm256_store_ps(w[g], simd_exp256(_mm256_sub_ps(x0, m0)));
+            _mm256_store_ps(w[g] + 8, simd_exp256(_mm256_sub_ps(x1, m1)));
             float l = lsum[g];
-            for (int r = 0; r < nr; r++) {
-                if (rs >> r & 1) l *= cr[g][r];
-                l += w[g][r];
-            }
+            if (!rs)
+                for (int r = 0; r < nr; r++) l += w[g][r];
+            else
+                for (int r = 0; r < nr; r++) {
+                    if (rs >> r & 1) l *= cr[g][r];
+                    l += w[g][r];
+                }
             lsum[g] = l;
         }
         if (any) block_vacc(G, DV, dt, CW, 1, vrows, nr, (const float(*)[16])w, (const float(*)[16])cr, rise, part->acc);
