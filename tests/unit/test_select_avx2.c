@@ -9,8 +9,8 @@
  * written out here: each page score is an FMA chain over the chosen dims in
  * ascending order (the AVX-512 path's lane arithmetic), the softmax divides
  * by tau, subtracts the max, takes the exp of simd_exp256/simd_exp512
- * (written out here with fmaf) and sums in double in page order (the
- * portable path's order), the group score is the heads' weights
+ * (written out here with fmaf) and sums in double in eight lanes, as the
+ * AVX-512 path sums in sixteen (written out below), the group score is the heads' weights
  * summed from 0 in head order times 1/G; QUEST's bound is the ascending sum
  * of max(q a, q b) in f32. Tolerance 0 there: these are the orders of
  * operations the comments of select_cpu.c promise, and an equal order gives
@@ -130,7 +130,17 @@ static void test_hybrid_exact(void) {
             }
             double sum = 0;
             for (int P = 0; P < np; P++) x[P] = exp_fma(x[P] - mx);
-            for (int P = 0; P < np - 1; P++) sum += x[P];
+            /* the AVX2 path's order: eight lanes over the whole vectors
+             * below np - 1, (l0+l4 + l1+l5) + (l2+l6 + l3+l7), then the
+             * rest in ascending P (sums of a few hundred floats in double
+             * are exact unless their magnitudes spread over ~2^29, so
+             * another order of addition rarely shows here) */
+            double lane[8] = {0};
+            int nb8 = (np - 1) / 8;
+            for (int b8 = 0; b8 < nb8; b8++)
+                for (int j = 0; j < 8; j++) lane[j] += x[8 * b8 + j];
+            sum = ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+            for (int P = nb8 * 8; P < np - 1; P++) sum += x[P];
             float inv = (float)(1.0 / (sum * p + (double)x[np - 1] * last_cnt));
             for (int P = 0; P < np; P++) ww[(size_t)g * np + P] = x[P] * inv;
         }
