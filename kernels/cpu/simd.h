@@ -130,7 +130,10 @@ static inline void simd_axpy(float *y, float a, const float *x, int n) {
     for (; i < n; i++) y[i] += a * x[i];
 }
 
-/* Scalar exp with the same algorithm as the vector paths. */
+/* Scalar exp with the same algorithm as the vector paths. Not always the
+ * same bits: under -std=c11 gcc does not contract a * b + c into an FMA,
+ * and the vector paths use FMAs, so results may differ in the last bits
+ * (select_cpu.c's exp_uniform spells the FMAs out where it must match). */
 static inline float simd_exp1(float x) {
     if (!(x > -87.33f)) return 0.0f; /* also -inf and nan-as-masked */
     if (x > 88.7f) x = 88.7f;
@@ -196,8 +199,9 @@ static inline __m512 simd_hsum16x16(const __m512 *v) {
 #endif
 
 #if defined(__AVX2__) && defined(__FMA__)
-/* exp of 8 lanes, the same algorithm (same results lane by lane as
- * simd_exp1 and simd_exp512): inputs below -87.33 (and -inf, NaN) give 0. */
+/* exp of 8 lanes, the same algorithm and operations (same results lane by
+ * lane) as simd_exp512; simd_exp1 may differ in the last bits (above).
+ * Inputs below -87.33 (and -inf, NaN) give 0. */
 static inline __m256 simd_exp256(__m256 v) {
     __m256 ok = _mm256_cmp_ps(v, _mm256_set1_ps(-87.33f), _CMP_GT_OQ);
     v = _mm256_min_ps(v, _mm256_set1_ps(88.7f));
