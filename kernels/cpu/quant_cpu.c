@@ -1445,14 +1445,26 @@ static inline __m128 hsum4_256(__m256 a, __m256 b, __m256 c, __m256 d) {
     return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
 }
 
+/* The first 4 bytes of 8 (row, block) pairs, lane l = (row l % R, block
+ * l / R), at p + (l % R) rb + (l / R) bytes; lanes from `left` on zero and
+ * not read. Two 4-byte loads per 64-bit word, combined in general
+ * registers, then four inserts: vpgatherdd costs more on Zen 3 (the gather
+ * was ~20% of the Q4_1 4-row kernel's perf samples from L2). */
+static ALWAYS_INLINE uint64_t scale_pair(const uint8_t *p, size_t rb, int bytes, int R, int l, int left) {
+    uint32_t u = 0, v = 0;
+    if (l < left) memcpy(&u, p + (size_t)(l % R) * rb + (size_t)(l / R) * bytes, 4);
+    if (l + 1 < left) memcpy(&v, p + (size_t)((l + 1) % R) * rb + (size_t)((l + 1) / R) * bytes, 4);
+    return (uint64_t)u | (uint64_t)v << 32;
+}
+static ALWAYS_INLINE __m256i scale_words8(const uint8_t *p, size_t rb, int bytes, int R, int left) {
+    return _mm256_setr_epi64x((long long)scale_pair(p, rb, bytes, R, 0, left),
+                              (long long)scale_pair(p, rb, bytes, R, 2, left),
+                              (long long)scale_pair(p, rb, bytes, R, 4, left),
+                              (long long)scale_pair(p, rb, bytes, R, 6, left));
+}
+
 static ALWAYS_INLINE void rows_avx2_32(const uint8_t *w, size_t rb, const xctx *c, float *y, int R, int kind) {
     const int bytes = kind == A4_0 ? 18 : kind == A4_1 ? 20 : 34, qoff = kind == A4_1 ? 4 : 2;
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i gidx = R == 1 ? _mm256_mullo_epi32(lane, _mm256_set1_epi32(bytes))
-                                : _mm256_add_epi32(_mm256_mullo_epi32(_mm256_and_si256(lane, _mm256_set1_epi32(3)),
-                                                                      _mm256_set1_epi32((int)rb)),
-                                                   _mm256_mullo_epi32(_mm256_srli_epi32(lane, 2),
-                                                                      _mm256_set1_epi32(bytes)));
     const __m256i m4 = _mm256_set1_epi32(15), k8 = _mm256_set1_epi32(8);
     const float *xsr = c->xsr[R];
     float sc[2 * 4 * SC_CHUNK2] __attribute__((aligned(32)));
@@ -1466,10 +1478,7 @@ static ALWAYS_INLINE void rows_avx2_32(const uint8_t *w, size_t rb, const xctx *
         const uint8_t *wb = w + (size_t)b0 * bytes;
         for (int l0 = 0; l0 < R * n; l0 += 8) {
             int left = R * n - l0;
-            __m256i msk = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), lane);
-            __m256i g = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(),
-                                                    (const int *)(const void *)(wb + (size_t)(l0 / R) * bytes),
-                                                    gidx, msk, 1);
+            __m256i g = scale_words8(wb + (size_t)(l0 / R) * bytes, rb, bytes, R, left);
             __m256 lo = _mm256_cvtph_ps(_mm256_castsi256_si128(g));
             __m256 hi = _mm256_cvtph_ps(_mm256_extracti128_si256(g, 1));
             _mm256_store_ps(sc + 2 * l0, lo);
