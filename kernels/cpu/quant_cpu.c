@@ -1420,8 +1420,8 @@ static float rowx_float(uint32_t type, const uint8_t *w, int cols, const float *
  *     acc_row = fma(s, d_b, acc_row)
  * and the row is the 8-lane sum of acc_row (plus, Q4_1, sum_b m_b xsum_b).
  * The f16 [d, m] words of 8 (row, block) pairs at a time (lane l: row l % R,
- * block l / R) come in with one gather, are converted by F16C and stored
- * for broadcast loads (a load, no shuffle, in the block loop); Q4_1's m
+ * block l / R) come in as one vector (scale_words8), are converted by F16C
+ * and stored for broadcast loads (a load, no shuffle, in the block loop); Q4_1's m
  * multiply c->xsr[R] (0, xsum_b in the lanes of m) lane-wise into macc, so
  * the m term costs one FMA per 4 row-blocks. Q4_0 / Q8_0 convert their
  * 2-byte d with the next 2 bytes of the block (lanes not read). Only f32
@@ -1432,8 +1432,15 @@ static float rowx_float(uint32_t type, const uint8_t *w, int cols, const float *
  * VM, interleaved with the former one-row kernel: 1.4x (Q4_1) and 1.8x
  * (Q8_0) its rate from L2, SmolLM2-135M's token of mat-vecs 1.5-1.6x faster.
  * Tried and slower here: the 2^23 magic-number conversion instead of
- * vcvtdq2ps (~7%), scalar loads instead of the gather (~8%); the pairwise
- * sum for s instead of the chain ~3% slower; PF_DIST 8192 no different. */
+ * vcvtdq2ps (~7%), scalar loads instead of the gather (~8%, in the form
+ * tried then; scale_words8's paired loads replaced the gather later, ~13%
+ * faster from L2); the pairwise sum for s instead of the chain ~3% slower;
+ * PF_DIST 8192 no different. Also tried on Zen 3 after the gather went:
+ * no different within the VM's noise: the pairwise s again, the block loop
+ * unrolled by 2, PF_HINT T1 (2 threads, 35 MB from DRAM); ~30% slower:
+ * Q4_0/Q8_0's d alone, 8 per conversion from 2-byte loads. The kernel is
+ * compute-bound here (1 thread: ~3 CPU-ns per Q4_1 row-block from L2 and
+ * from DRAM alike). */
 enum { A4_0 = 0, A4_1 = 1, A8_0 = 2 };
 #ifndef SC_CHUNK2
 #define SC_CHUNK2 32 /* blocks per pass of scale conversion and block loop */
