@@ -258,43 +258,6 @@ static ALWAYS_INLINE void attn16(const int G, const int DV, const kb_dtype dt, c
     }
 }
 
-typedef void (*rows_fn)(const float *, const kb_kvstream *, const int32_t *, int, int, dec_part *,
-                        float *, int);
-#define ROWS_SPEC(G, DV, DT, NAME)                                                              \
-    static void NAME(const float *qs, const kb_kvstream *s, const int32_t *idx, int j0, int j1,  \
-                     dec_part *part, float *sc, int ldo) {                                       \
-        if (part) attn16(G, DV, DT, qs, s, idx, j0, j1, part);                                  \
-        else scores16(G, DV, DT, qs, s, idx, j0, j1, sc, ldo);                                  \
-    }
-#define ROWS_G(DV, DT, T)                                                                      \
-    ROWS_SPEC(1, DV, DT, rows_##T##_##DV##_1) ROWS_SPEC(2, DV, DT, rows_##T##_##DV##_2)          \
-    ROWS_SPEC(3, DV, DT, rows_##T##_##DV##_3) ROWS_SPEC(4, DV, DT, rows_##T##_##DV##_4)          \
-    ROWS_SPEC(8, DV, DT, rows_##T##_##DV##_8)
-ROWS_G(4, KB_F16, f16)
-ROWS_G(8, KB_F16, f16)
-ROWS_G(4, KB_BF16, bf16)
-ROWS_G(8, KB_BF16, bf16)
-ROWS_G(4, KB_F32, f32)
-ROWS_G(8, KB_F32, f32)
-#define ROWS_TAB(T, DV)                                                                         \
-    {NULL, rows_##T##_##DV##_1, rows_##T##_##DV##_2, rows_##T##_##DV##_3, rows_##T##_##DV##_4,   \
-     NULL, NULL, NULL, rows_##T##_##DV##_8}
-static const rows_fn rows_tab[3][2][9] = {
-    {ROWS_TAB(f32, 4), ROWS_TAB(f32, 8)},
-    {ROWS_TAB(f16, 4), ROWS_TAB(f16, 8)},
-    {ROWS_TAB(bf16, 4), ROWS_TAB(bf16, 8)},
-};
-/* Other G (<= 8) and D (multiple of 16, <= 256): the same code with run-time
- * G and DV (accumulators in memory, slower). */
-static void rows_any(int G, const float *qs, const kb_kvstream *s, const int32_t *idx, int j0,
-                     int j1, dec_part *part, float *sc, int ldo) {
-    int DV = s->D / 16;
-#define ROWS_ANY(DT) (part ? attn16(G, DV, DT, qs, s, idx, j0, j1, part) : scores16(G, DV, DT, qs, s, idx, j0, j1, sc, ldo))
-    if (s->dtype == KB_F16) ROWS_ANY(KB_F16);
-    else if (s->dtype == KB_BF16) ROWS_ANY(KB_BF16);
-    else ROWS_ANY(KB_F32);
-#undef ROWS_ANY
-}
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 /* AVX2+FMA+F16C path (no AVX-512): the structure of the AVX-512 one (blocks
  * of 16 rows, a row's K converted once and shared by the G heads, software
@@ -610,6 +573,12 @@ static ALWAYS_INLINE void attn16(const int G, const int DV, const kb_dtype dt, c
     }
 }
 
+#endif
+
+#if defined(KB_ATTN_BLOCKED)
+/* The blocked kernels of either path above (attn16 / scores16 of the same
+ * signature): compile-time copies for SmolLM2's and Llama's shapes (G 1 2 3 4
+ * 8, D 64 / 128, every KV dtype), a run-time fallback for the rest. */
 typedef void (*rows_fn)(const float *, const kb_kvstream *, const int32_t *, int, int, dec_part *,
                         float *, int);
 #define ROWS_SPEC(G, DV, DT, NAME)                                                              \
