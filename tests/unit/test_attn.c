@@ -12,6 +12,10 @@
 #include "kernels/cpu/simd.h"
 #include "kernels/select.h"
 
+#ifndef TEST_NAME
+#define TEST_NAME "test_attn"
+#endif
+
 static float frand(unsigned *s) {
     *s = *s * 1103515245u + 12345u;
     return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
@@ -97,59 +101,60 @@ int main(void) {
     /* several KV heads in one call, long enough that a pool task runs several
      * consecutive chunks (dec_span) and rows are prefetched across chunk
      * ends: each head against the reference */
-    for (int ti = 0; ti < 2; ti++) {
-        int H = 3, G = 3, D = 64;
-        int ns2[3] = {6000, 4097, 2049};
-        kb_kvstream hs[3];
-        for (int h = 0; h < H; h++) {
-            kvstream_init(&hs[h], types[ti], D, ns2[h]);
-            fill_stream(&hs[h], ns2[h], 31u + (unsigned)h, h == 1 ? 4.0f : 0.5f);
-        }
-        unsigned seed = 5;
-        float q[3 * 3 * 64], a[3 * 3 * 64], b[3 * 3 * 64];
-        for (int i = 0; i < H * G * D; i++) q[i] = frand(&seed);
-        for (int h = 0; h < H; h++) kb_ref_attn_dense(q + h * G * D, G, &hs[h], ns2[h], 0.125f, a + h * G * D);
-        kb_cpu_attn_dense_heads(q, H, G, hs, 0.125f, b);
-        int bad = 0;
-        double e = max_err(b, a, H * G * D, 2e-5, 1e-4, &bad);
-        CHECK_MSG(bad == 0, "attn_dense_heads %s max err %g", kb_dtype_name(types[ti]), e);
-        /* scores of the three heads' first n rows in one call (one pool job
-         * whose tasks cross head boundaries), rows ldo apart: against the
-         * reference (tolerance as above), and the scaled scores exactly the
-         * f32 product of the unscaled ones and the scale (what exact_topk
-         * computed before the scale moved into the kernel) */
-        {
-            int n = 2049, ldo = 2049 + 7;
-            size_t tot = (size_t)H * G * ldo;
-            float *sa = malloc(tot * 4), *sb = malloc(tot * 4), *su = malloc(tot * 4);
-            for (size_t i = 0; i < tot; i++) sa[i] = sb[i] = su[i] = 42.0f;
-            kb_ref_qk_scores(q, H, G, hs, n, 0.125f, sa, ldo);
-            kb_cpu_qk_scores(q, H, G, hs, n, 0.125f, sb, ldo);
-            kb_cpu_qk_scores(q, H, G, hs, n, 1.0f, su, ldo);
-            int pad_ok = 1, exact = 0;
-            bad = 0;
-            for (int r = 0; r < H * G; r++) {
-                e = max_err(sb + (size_t)r * ldo, sa + (size_t)r * ldo, n, 1e-4, 1e-5, &bad);
-                for (int j = 0; j < n; j++) exact += sb[(size_t)r * ldo + j] == su[(size_t)r * ldo + j] * 0.125f;
-                for (int j = n; j < ldo; j++) pad_ok &= sb[(size_t)r * ldo + j] == 42.0f;
+    for (int ti = 0; ti < 3; ti++)
+        for (int di = 0; di < 2; di++) { /* SmolLM2's shape, then Llama-3.1-8B's */
+            int H = 3, G = di ? 4 : 3, D = di ? 128 : 64;
+            int ns2[3] = {6000, 4097, 2049};
+            kb_kvstream hs[3];
+            for (int h = 0; h < H; h++) {
+                kvstream_init(&hs[h], types[ti], D, ns2[h]);
+                fill_stream(&hs[h], ns2[h], 31u + (unsigned)h, h == 1 ? 4.0f : 0.5f);
             }
-            CHECK_MSG(bad == 0, "qk_scores H=%d %s err %g", H, kb_dtype_name(types[ti]), e);
-            CHECK_EQ_INT(exact, H * G * n);
-            CHECK(pad_ok);
-            free(sa);
-            free(sb);
-            free(su);
+            unsigned seed = 5;
+            float q[3 * 4 * 128], a[3 * 4 * 128], b[3 * 4 * 128];
+            for (int i = 0; i < H * G * D; i++) q[i] = frand(&seed);
+            for (int h = 0; h < H; h++) kb_ref_attn_dense(q + h * G * D, G, &hs[h], ns2[h], 0.125f, a + h * G * D);
+            kb_cpu_attn_dense_heads(q, H, G, hs, 0.125f, b);
+            int bad = 0;
+            double e = max_err(b, a, H * G * D, 2e-5, 1e-4, &bad);
+            CHECK_MSG(bad == 0, "attn_dense_heads %s D=%d max err %g", kb_dtype_name(types[ti]), D, e);
+            /* scores of the three heads' first n rows in one call (one pool job
+             * whose tasks cross head boundaries), rows ldo apart: against the
+             * reference (tolerance as above), and the scaled scores exactly the
+             * f32 product of the unscaled ones and the scale (what exact_topk
+             * computed before the scale moved into the kernel) */
+            {
+                int n = 2049, ldo = 2049 + 7;
+                size_t tot = (size_t)H * G * ldo;
+                float *sa = malloc(tot * 4), *sb = malloc(tot * 4), *su = malloc(tot * 4);
+                for (size_t i = 0; i < tot; i++) sa[i] = sb[i] = su[i] = 42.0f;
+                kb_ref_qk_scores(q, H, G, hs, n, 0.125f, sa, ldo);
+                kb_cpu_qk_scores(q, H, G, hs, n, 0.125f, sb, ldo);
+                kb_cpu_qk_scores(q, H, G, hs, n, 1.0f, su, ldo);
+                int pad_ok = 1, exact = 0;
+                bad = 0;
+                for (int r = 0; r < H * G; r++) {
+                    e = max_err(sb + (size_t)r * ldo, sa + (size_t)r * ldo, n, 1e-4, 1e-5, &bad);
+                    for (int j = 0; j < n; j++) exact += sb[(size_t)r * ldo + j] == su[(size_t)r * ldo + j] * 0.125f;
+                    for (int j = n; j < ldo; j++) pad_ok &= sb[(size_t)r * ldo + j] == 42.0f;
+                }
+                CHECK_MSG(bad == 0, "qk_scores H=%d %s D=%d err %g", H, kb_dtype_name(types[ti]), D, e);
+                CHECK_EQ_INT(exact, H * G * n);
+                CHECK(pad_ok);
+                free(sa);
+                free(sb);
+                free(su);
+            }
+            for (int h = 0; h < H; h++) kvstream_free(&hs[h]);
         }
-        for (int h = 0; h < H; h++) kvstream_free(&hs[h]);
-    }
     /* gathered rows (the sparse methods' attention: ascending slot lists, runs
      * of a page and isolated slots) on the specialised D = 64 / 128 kernels,
      * from one block to several chunks, peaky and flat scores: against the
      * reference. The pipelined kernel's last block, a block of 1..15 rows and
      * a rescale when a later block raises the max are all exercised. */
     for (int ti = 0; ti < 3; ti++)
-        for (int trial = 0; trial < 24; trial++) {
-            int D = trial % 2 ? 128 : 64, G = 1 + trial % 4, n = 3000;
+        for (int trial = 0; trial < 30; trial++) {
+            int D = trial % 2 ? 128 : 64, G = (int[]){1, 2, 3, 4, 8}[trial % 5], n = 3000;
             const int ks[6] = {1, 15, 16, 17, 300, 700};
             int k = ks[trial % 6];
             kb_kvstream s;
@@ -207,5 +212,5 @@ int main(void) {
                 free(o2);
                 kvstream_free(&s);
             }
-    return check_summary("test_attn");
+    return check_summary(TEST_NAME);
 }

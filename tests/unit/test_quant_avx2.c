@@ -5,12 +5,7 @@
  * declarations exist; quant_cpu.c then sees only __AVX2__/__FMA__/__F16C__.
  * (Built with the project's -march=native: on a machine without AVX2 this is
  * the scalar test again.) */
-#include <immintrin.h>
-#undef __AVX512F__
-#undef __AVX512BW__
-#undef __AVX512VL__
-#undef __AVX512DQ__
-#undef __AVX512VNNI__
+#include "hide_avx512.h"
 #define kb_dequant kb_dequant_avx2
 #define kb_matvec kb_matvec_avx2
 #define kb_matvec_exact kb_matvec_exact_avx2

@@ -20,13 +20,7 @@
  * declarations exist; select_cpu.c then sees only __AVX2__/__FMA__/__F16C__.
  * (Built with the project's -march=native: on a machine without AVX2 this is
  * the scalar test again, and the bit-for-bit checks are skipped.) */
-#include <immintrin.h>
-#undef __AVX512F__
-#undef __AVX512BW__
-#undef __AVX512VL__
-#undef __AVX512DQ__
-#undef __AVX512CD__
-#undef __AVX512VNNI__
+#include "hide_avx512.h"
 #define kb_cpu_topk kb_cpu_topk_avx2
 #define kb_cpu_topk_pages kb_cpu_topk_pages_avx2
 #define kb_cpu_attn_gather kb_cpu_attn_gather_avx2
