@@ -54,7 +54,7 @@ $(BUILD)/kvbench: $(BUILD)/obj/harness/main.o $(BUILD)/libkvbench.a
 
 $(BUILD)/tests/%: tests/unit/%.c $(TEST_SUPPORT) $(BUILD)/libkvbench.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests/unit $< $(TEST_SUPPORT) $(BUILD)/libkvbench.a -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -Itests/unit $< $(TEST_SUPPORT) $(BUILD)/libkvbench.a -o $@ $(LDLIBS)
 
 tests: $(TEST_BIN)
 
@@ -90,4 +90,4 @@ fuzz:
 clean:
 	rm -rf build build-san build-fuzz
 
--include $(LIB_OBJ:.o=.d) $(BUILD)/obj/harness/main.d
+-include $(LIB_OBJ:.o=.d) $(BUILD)/obj/harness/main.d $(TEST_BIN:=.d)
