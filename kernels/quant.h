@@ -103,7 +103,8 @@ void kb_matvec_q8(uint32_t type, const void *W, size_t row_bytes, int rows, int 
  * unset/empty -> kb_matvec_default_mode(); any other value prints one
  * warning on stderr and keeps the default.
  * KB_MATVEC_X24 differs from exact only in what the model loader does: it
- * repacks Q4_1 and Q8_0 matrices to KB_LAYOUT_R16 (kb_r16_repack), whose
+ * repacks the Q4_1 and Q8_0 matrices kb_r16_regroups names (Q4_1 only on
+ * AVX2 builds) to KB_LAYOUT_R16 (kb_r16_repack), whose
  * kernels take x as 24-bit block fixed point (bound at KB_LAYOUT_R16).
  * Every other matrix is computed as in exact mode. A matrix's layout, not
  * the mode, picks its kernel.
@@ -131,7 +132,8 @@ int kb_matvec_default_mode(void);
  *   Q8_0 (544 bytes): the 16 d (f16), then 8 x 64 bytes: byte 64 t + 4 r + k
  *     is q[r][4t + k] + 128 (the sign bit flipped: an unsigned byte).
  * The same numbers as the GGUF blocks, ordered so that one AVX-512 VNNI
- * operation multiplies 4 columns of 16 rows.
+ * operation multiplies 4 columns of 16 rows (AVX2: 4 columns of 8 rows per
+ * vpmaddubsw pair, the same sums).
  *
  * Its mat-vec (kb_matvec_multi, any mode) takes x per block b of 32 as
  * integers X_j = round(x_j 2^e_b), with e_b such that max_j |x_j| 2^e_b is in
@@ -146,10 +148,16 @@ int kb_matvec_default_mode(void);
  * element per element, against the q8 mode's 2^-8). A block of x holding
  * Inf or NaN gives NaN in every row. */
 enum { KB_LAYOUT_ROWS = 0, KB_LAYOUT_R16 = 1 };
-/* 1 if this build has the R16 mat-vec kernels (AVX-512 BW + VNNI + GFNI). */
+/* 1 if this build has the R16 mat-vec kernels (AVX-512 BW + VNNI + GFNI, or
+ * AVX2 + FMA + F16C). */
 int kb_r16_available(void);
 /* 1 for the types with an R16 layout (Q4_1, Q8_0). */
 int kb_r16_type(uint32_t type);
+/* 1 for the types the x24 mode's loader regroups in this build: those whose
+ * R16 kernel is faster than the exact one here (AVX-512 VNNI: Q4_1 and Q8_0;
+ * AVX2 without VNNI: Q4_1 only, Q8_0's exact kernel being the faster there;
+ * none without the kernels). */
+int kb_r16_regroups(uint32_t type);
 /* Regroups a GGUF-layout matrix of such a type in place (rows % 16 == 0).
  * Plain C; callable whether or not the kernels exist. */
 void kb_r16_repack(uint32_t type, void *W, size_t row_bytes, int rows);

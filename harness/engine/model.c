@@ -415,16 +415,17 @@ int model_check_memory(const kb_model *m, long tokens, double kv_copies, kb_dtyp
 }
 
 /* The x24 mat-vec mode (kernels/quant.h, the default where the build has
- * the kernels): the layer matrices and the output matrix of type Q4_1 or
- * Q8_0 with rows in multiples of 16 are regrouped in place for the VNNI
- * kernels (KB_LAYOUT_R16). Only memory the model owns and may write: a
+ * the kernels): the layer matrices and the output matrix of the types
+ * kb_r16_regroups names (Q4_1 and Q8_0 with VNNI, Q4_1 on AVX2) with rows in
+ * multiples of 16 are regrouped in place for the R16 kernels
+ * (KB_LAYOUT_R16). Only memory the model owns and may write: a
  * GGUF's data copy (gguf_load_data; not when huge pages are off or memory
  * was short, then the weights stay in the read-only file map and in GGUF's
  * layout) or synthetic weights. A tied token embedding is the output
  * matrix, so it is regrouped with it (embed() reads its row through
  * kb_r16_dequant_ref); an untied one keeps GGUF's layout. */
 static void repack_one(kb_weight *w) {
-    if (!kb_r16_type(w->type) || w->rows % 16 || w->layout != KB_LAYOUT_ROWS) return;
+    if (!kb_r16_regroups(w->type) || w->rows % 16 || w->layout != KB_LAYOUT_ROWS) return;
     kb_r16_repack(w->type, (void *)(uintptr_t)w->data, w->row_bytes, w->rows);
     w->layout = KB_LAYOUT_R16;
 }

@@ -54,7 +54,10 @@
  * offset taken out with per-block sums of x's bytes. Per Q4_1 block: 24
  * dpbusd, 8 unpacks, ~10 operations to combine the bytes and apply d and m,
  * for 16 rows: ~2.6 vector operations per row-block instead of 7 (3x the
- * rate, cache-resident, measured).
+ * rate, cache-resident, measured). With AVX2 only (no VNNI) the same sums
+ * come from vpmaddubsw + 16-bit adds + one vpmaddwd per block and byte of x,
+ * 8 rows per vector (~9.5 operations per Q4_1 row-block against the exact
+ * AVX2 kernel's ~16); the same y bit for bit (see "R16 on AVX2" below).
  *
  * Threads (both): the decode worker pool (kernels/pool.h; not OpenMP, whose
  * barriers stall when another process holds a core), rows split into chunks
@@ -1568,6 +1571,203 @@ ROWS_AVX2(rows2_q8_0, A8_0)
 #undef ROWS_AVX2
 #endif
 
+#if !defined(HAVE_R16) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && !defined(__AVX512F__)
+#define HAVE_R16 1
+#define HAVE_R16_AVX2 1
+/* The R16 kernels with AVX2 only (Zen 3 and the like: no VNNI): the same
+ * numbers as the AVX-512 VNNI kernels above, bit for bit. x24_init's X_j,
+ * e_b and bytes L0, L1, L2 are those of the AVX-512 version (integer
+ * arithmetic and one exact product; only the detection of a non-finite
+ * block is written differently: any element Inf or NaN, where the AVX-512
+ * version also flags a finite block whose sum overflows to NaN, which needs
+ * elements near FLT_MAX). In the kernels
+ * each dpbusd (4 products u8 x s8 summed into a 32-bit lane) becomes
+ * vpmaddubsw (2 products into a 16-bit lane) added in 16 bits over the
+ * block's 32 columns, then one vpmaddwd by ones into 32 bits: for Q4_1
+ * |q L| <= 15 x 128, so a 16-bit lane's 8 pairs stay within 8 x 3840 =
+ * 30720 < 2^15 (no saturation, no wrap), and the three 32-bit sums per row
+ * and block are the exact integers the VNNI kernel forms; the f32
+ * recombination (r16_block_sum's) and the d, m and xsum products are the
+ * same operations in the same order (xsum_b itself is xctx_init's, summed
+ * in another order on AVX-512 builds). Q8_0's bytes (q + 128, up to 255)
+ * would saturate vpmaddubsw's pairs, so its sums are formed from the two
+ * nibbles of each byte (u = ul + 16 uh, each 0..15, the same bound): more
+ * operations than the exact AVX2 Q8_0 kernel and ~1.3x slower from L2, so
+ * the loader leaves Q8_0 matrices in GGUF's layout on these builds
+ * (kb_r16_regroups); this kernel serves R16 Q8_0 matrices made otherwise.
+ * 8 rows per vector, a group's two halves side by side. Measured (single
+ * thread, 1536 x 576 Q4_1 from L2, 2-core Zen 3 VM, alternated): 3.2 ->
+ * 2.1 ns per row-block against the exact AVX2 kernel. */
+static void x24_init(xctx *c, int8_t *xl, float *xsc, int32_t *xls) {
+    const int cols = c->cols;
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 inf = _mm256_set1_ps(INFINITY);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int b = 0; b < c->nb; b++) {
+        __m256 v[4], mx = _mm256_setzero_ps();
+        int bad = 0;
+        for (int i = 0; i < 4; i++) {
+            v[i] = _mm256_loadu_ps(c->x + 32 * b + 8 * i);
+            __m256 a = _mm256_and_ps(v[i], absm);
+            bad |= _mm256_movemask_ps(_mm256_cmp_ps(a, inf, _CMP_NLT_UQ)); /* Inf or NaN */
+            mx = _mm256_max_ps(mx, a);
+        }
+        if (bad) {
+            xsc[b] = NAN;
+            memset(xl + 32 * b, 0, 32);
+            memset(xl + cols + 32 * b, 0, 32);
+            memset(xl + 2 * cols + 32 * b, 0, 32);
+            xls[2 * b] = xls[2 * b + 1] = 0;
+            continue;
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        float M = _mm_cvtss_f32(m4);
+        int E = 0;
+        (void)frexpf(M, &E);
+        int e = M > 0.0f ? 22 - E : 0;
+        e = e > 126 ? 126 : e < -126 ? -126 : e;
+        xsc[b] = ldexpf(1.0f, -e);
+        const __m256 f = _mm256_set1_ps(ldexpf(1.0f, e));
+        __m256i l[3][4], s[3] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+        for (int i = 0; i < 4; i++) {
+            __m256i X = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], f));
+            l[0][i] = _mm256_srai_epi32(_mm256_slli_epi32(X, 24), 24);
+            __m256i x1 = _mm256_srai_epi32(_mm256_sub_epi32(X, l[0][i]), 8);
+            l[1][i] = _mm256_srai_epi32(_mm256_slli_epi32(x1, 24), 24);
+            l[2][i] = _mm256_srai_epi32(_mm256_sub_epi32(x1, l[1][i]), 8);
+            for (int k = 0; k < 3; k++) s[k] = _mm256_add_epi32(s[k], l[k][i]);
+        }
+        int32_t S[3];
+        for (int k = 0; k < 3; k++) {
+            /* the 32 bytes in element order: packs interleave 128-bit lanes */
+            __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(l[k][0], l[k][1]), _mm256_packs_epi32(l[k][2], l[k][3]));
+            _mm256_storeu_si256((__m256i *)(void *)(xl + (size_t)k * cols + 32 * b), _mm256_permutevar8x32_epi32(p, order));
+            __m128i t = _mm_add_epi32(_mm256_castsi256_si128(s[k]), _mm256_extracti128_si256(s[k], 1));
+            t = _mm_add_epi32(t, _mm_shuffle_epi32(t, _MM_SHUFFLE(1, 0, 3, 2)));
+            t = _mm_add_epi32(t, _mm_shuffle_epi32(t, _MM_SHUFFLE(2, 3, 0, 1)));
+            S[k] = _mm_cvtsi128_si32(t);
+        }
+        xls[2 * b] = 128 * (S[0] + 256 * S[1]);
+        xls[2 * b + 1] = 128 * S[2];
+    }
+    c->xl = xl;
+    c->xsc = xsc;
+    c->xls = xls;
+}
+
+/* 4 bytes of x (4 columns) broadcast to every lane */
+#define BC4(p) _mm256_set1_epi32(*(const int32_t *)(const void *)(p))
+
+/* r16_block_sum of the AVX-512 path on 8 rows: S0, S1, S2 the exact 32-bit
+ * sums per byte of X, dp the rows' 8 f16 d. */
+static ALWAYS_INLINE __m256 r16_block_sum8(__m256 acc, __m256i S0, __m256i S1, __m256i S2, int32_t off01,
+                                           int32_t off2, const uint8_t *dp, float xsc) {
+    S2 = _mm256_sub_epi32(S2, _mm256_set1_epi32(off2));
+    __m256i lo = _mm256_sub_epi32(_mm256_add_epi32(S0, _mm256_slli_epi32(S1, 8)), _mm256_set1_epi32(off01));
+    __m256 S = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S2), _mm256_set1_ps(65536.0f), _mm256_cvtepi32_ps(lo));
+    __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)dp));
+    return _mm256_fmadd_ps(S, _mm256_mul_ps(d, _mm256_set1_ps(xsc)), acc);
+}
+
+/* y[0..16) of one Q4_1 R16 group: per block, rows 8h..8h+7 are the h-th 32
+ * bytes of each 64-byte vector of nibbles; per byte k of X a 16-bit
+ * accumulator for each half, then r16_block_sum8 and macc += m xsum_b. */
+static ALWAYS_INLINE void r16_group_q4_1(const uint8_t *g, const xctx *c, float *y) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const int cols = c->cols;
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, macc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int b = 0; b < c->nb; b++) {
+        const uint8_t *blk = g + (size_t)320 * b;
+#pragma GCC unroll 5
+        for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)blk + PF_DIST + l, PF_HINT);
+        const int8_t *x0 = c->xl + 32 * b, *x1 = x0 + cols, *x2 = x1 + cols;
+        __m256i a[2][3];
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) a[h][0] = a[h][1] = a[h][2] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; t++) {
+            const __m256i b0l = BC4(x0 + 8 * t), b0h = BC4(x0 + 8 * t + 4), b1l = BC4(x1 + 8 * t),
+                          b1h = BC4(x1 + 8 * t + 4), b2l = BC4(x2 + 8 * t), b2h = BC4(x2 + 8 * t + 4);
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                __m256i P = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 64 + 64 * t + 32 * h));
+                __m256i lo = _mm256_and_si256(P, m4), hi = _mm256_and_si256(_mm256_srli_epi16(P, 4), m4);
+                a[h][0] = _mm256_add_epi16(a[h][0], _mm256_add_epi16(_mm256_maddubs_epi16(lo, b0l), _mm256_maddubs_epi16(hi, b0h)));
+                a[h][1] = _mm256_add_epi16(a[h][1], _mm256_add_epi16(_mm256_maddubs_epi16(lo, b1l), _mm256_maddubs_epi16(hi, b1h)));
+                a[h][2] = _mm256_add_epi16(a[h][2], _mm256_add_epi16(_mm256_maddubs_epi16(lo, b2l), _mm256_maddubs_epi16(hi, b2h)));
+            }
+        }
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            acc[h] = r16_block_sum8(acc[h], _mm256_madd_epi16(a[h][0], ones), _mm256_madd_epi16(a[h][1], ones),
+                                    _mm256_madd_epi16(a[h][2], ones), 0, 0, blk + 16 * h, c->xsc[b]);
+            __m256 m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(blk + 32 + 16 * h)));
+            macc[h] = _mm256_fmadd_ps(m, _mm256_set1_ps(c->xsum[b]), macc[h]);
+        }
+    }
+    _mm256_storeu_ps(y, _mm256_add_ps(acc[0], macc[0]));
+    _mm256_storeu_ps(y + 8, _mm256_add_ps(acc[1], macc[1]));
+}
+
+/* y[0..16) of one Q8_0 R16 group: each byte u = q + 128 as ul + 16 uh
+ * (nibbles), per byte k of X and half h two 16-bit accumulators (ul and uh
+ * against L_k), A_k = madd(ul part) + 16 madd(uh part) exactly, then the
+ * offsets as in r16_group_q8_0 above. */
+static ALWAYS_INLINE void r16_group_q8_0(const uint8_t *g, const xctx *c, float *y) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const int cols = c->cols;
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int b = 0; b < c->nb; b++) {
+        const uint8_t *blk = g + (size_t)544 * b;
+#pragma GCC unroll 9
+        for (int l = 0; l < 576; l += 64) _mm_prefetch((const char *)blk + PF_DIST + l, PF_HINT);
+        const int8_t *x0 = c->xl + 32 * b, *x1 = x0 + cols, *x2 = x1 + cols;
+        __m256i al[2][3], ah[2][3];
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++)
+            for (int k = 0; k < 3; k++) al[h][k] = ah[h][k] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int t = 0; t < 8; t++) {
+            const __m256i bx[3] = {BC4(x0 + 4 * t), BC4(x1 + 4 * t), BC4(x2 + 4 * t)};
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                __m256i P = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 32 + 64 * t + 32 * h));
+                __m256i ul = _mm256_and_si256(P, m4), uh = _mm256_and_si256(_mm256_srli_epi16(P, 4), m4);
+#pragma GCC unroll 3
+                for (int k = 0; k < 3; k++) {
+                    al[h][k] = _mm256_add_epi16(al[h][k], _mm256_maddubs_epi16(ul, bx[k]));
+                    ah[h][k] = _mm256_add_epi16(ah[h][k], _mm256_maddubs_epi16(uh, bx[k]));
+                }
+            }
+        }
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m256i S[3];
+#pragma GCC unroll 3
+            for (int k = 0; k < 3; k++)
+                S[k] = _mm256_add_epi32(_mm256_madd_epi16(al[h][k], ones), _mm256_slli_epi32(_mm256_madd_epi16(ah[h][k], ones), 4));
+            acc[h] = r16_block_sum8(acc[h], S[0], S[1], S[2], c->xls[2 * b], c->xls[2 * b + 1], blk + 16 * h, c->xsc[b]);
+        }
+    }
+    _mm256_storeu_ps(y, acc[0]);
+    _mm256_storeu_ps(y + 8, acc[1]);
+}
+#undef BC4
+
+/* Rows [r0, r1) (multiples of 16) of an R16 matrix. */
+static void rows_r16(uint32_t type, const uint8_t *w, size_t row_bytes, int r0, int r1, const xctx *c, float *y) {
+    const char *p = (const char *)(w + (size_t)r0 * row_bytes);
+    size_t n = KB_MIN((size_t)PF_DIST, (size_t)(r1 - r0) * row_bytes);
+    for (size_t o = 0; o < n; o += 64) _mm_prefetch(p + o, PF_HINT);
+    if (type == GGML_Q8_0)
+        for (int r = r0; r < r1; r += 16) r16_group_q8_0(w + (size_t)r * row_bytes, c, y + r);
+    else
+        for (int r = r0; r < r1; r += 16) r16_group_q4_1(w + (size_t)r * row_bytes, c, y + r);
+}
+#endif /* R16 on AVX2 */
+
 /* Generic exact row: dequantise a chunk at a time (bit-exact values) and dot
  * in f32 (the plain-C path for every type, and the AVX2 path for the types
  * without their own kernel). */
@@ -1825,6 +2025,17 @@ int kb_r16_available(void) {
 #ifdef HAVE_R16
     return 1;
 #else
+    return 0;
+#endif
+}
+
+int kb_r16_regroups(uint32_t type) {
+#if defined(HAVE_R16_AVX2)
+    return type == GGML_Q4_1;
+#elif defined(HAVE_R16)
+    return kb_r16_type(type);
+#else
+    (void)type;
     return 0;
 #endif
 }

@@ -755,6 +755,112 @@ static void test_r16_nonfinite(uint32_t type) {
     free(y);
 }
 
+/* The R16 kernels' exact arithmetic written out in plain C from quant.h's
+ * definition, on GGUF's rows (not the regrouped bytes): per block b,
+ * e_b = 22 - E (max |x_j| = f 2^E, f in [0.5, 1); e_b = 0 for a zero block;
+ * clamped to [-126, 126]), X_j = round-to-nearest-even(x_j 2^e_b) (an f32
+ * product), X = L0 + 256 L1 + 65536 L2 in balanced bytes, the integer sums
+ * P01 = sum_j q_j (L0_j + 256 L1_j) and P2 = sum_j q_j L2_j (q the signed
+ * Q8_0 byte or the Q4_1 nibble), then in f32 S = fma(P2, 65536, P01),
+ * acc = fma(S, d 2^-e_b, acc) block by block, and Q4_1's
+ * macc = fma(m, xsum_b, macc), y = acc + macc. Every kernel forms these
+ * integers exactly (however it splits them) and then the same f32
+ * operations, so y must match bit for bit. Q4_1's m is 0 here: xsum_b is
+ * summed in another order by the AVX-512 build (its term is checked by
+ * test_r16's bound). x must be finite. */
+static void r16_formula(uint32_t type, const uint8_t *G, size_t rb, int rows, int cols, const float *x, float *y) {
+    int nb = cols / 32, bb = r16_bb(type);
+    int32_t *L = malloc((size_t)cols * 2 * sizeof *L); /* [j]: L0 + 256 L1, L2 */
+    float *dx = malloc((size_t)nb * sizeof *dx), *xs = malloc((size_t)nb * sizeof *xs);
+    for (int b = 0; b < nb; b++) {
+        float M = 0, s = 0;
+        for (int j = 0; j < 32; j++) {
+            M = fmaxf(M, fabsf(x[32 * b + j]));
+            s += x[32 * b + j];
+        }
+        int E = 0;
+        (void)frexpf(M, &E);
+        int e = M > 0 ? 22 - E : 0;
+        e = e > 126 ? 126 : e < -126 ? -126 : e;
+        dx[b] = ldexpf(1.0f, -e);
+        xs[b] = s;
+        float f = ldexpf(1.0f, e);
+        for (int j = 0; j < 32; j++) {
+            float p = x[32 * b + j] * f;
+            int32_t X = (int32_t)nearbyintf(p);
+            int32_t l0 = ((X & 255) ^ 128) - 128, x1 = (X - l0) / 256;
+            int32_t l1 = ((x1 & 255) ^ 128) - 128, l2 = (x1 - l1) / 256;
+            L[2 * (32 * b + j)] = l0 + 256 * l1;
+            L[2 * (32 * b + j) + 1] = l2;
+        }
+    }
+    for (int r = 0; r < rows; r++) {
+        float acc = 0, macc = 0;
+        for (int b = 0; b < nb; b++) {
+            const uint8_t *blk = G + (size_t)r * rb + (size_t)bb * b;
+            int64_t p01 = 0, p2 = 0;
+            for (int j = 0; j < 32; j++) {
+                int q = type == GGML_Q8_0 ? (int8_t)blk[2 + j] : j < 16 ? blk[4 + j] & 15 : blk[4 + j - 16] >> 4;
+                p01 += (int64_t)q * L[2 * (32 * b + j)];
+                p2 += (int64_t)q * L[2 * (32 * b + j) + 1];
+            }
+            float S = fmaf((float)p2, 65536.0f, (float)p01);
+            acc = fmaf(S, (float)half_at(blk) * dx[b], acc);
+            if (type == GGML_Q4_1) macc = fmaf((float)half_at(blk + 2), xs[b], macc);
+        }
+        y[r] = acc + macc;
+    }
+    free(L);
+    free(dx);
+    free(xs);
+}
+
+/* Where the build has R16 kernels: their y bit for bit r16_formula's, on
+ * SmolLM2's shapes and others, x with outliers, a zero block, tiny, huge
+ * and mixed blocks (fill_x_r16), 1 and 2 threads. */
+static void test_r16_formula(uint32_t type) {
+    static const int shapes[][2] = {{16, 32}, {32, 96}, {48, 576}, {1536, 576}, {576, 1536}, {32, 4096}};
+    const char *tn = kb_qtype_info(type)->name;
+    int saved = omp_get_max_threads();
+    for (size_t s = 0; s < KB_ARRAY_LEN(shapes); s++) {
+        int rows = shapes[s][0], cols = shapes[s][1], bb = r16_bb(type);
+        size_t rb = kb_row_bytes(type, cols);
+        uint8_t *G = malloc(rb * (size_t)rows), *R = malloc(rb * (size_t)rows);
+        float *x = malloc((size_t)cols * 4), *y = malloc((size_t)rows * 4), *yr = malloc((size_t)rows * 4);
+        int64_t nblk = (int64_t)(rb / (size_t)bb) * rows;
+        fill_blocks(type, G, nblk);
+        if (type == GGML_Q4_1)
+            for (int64_t i = 0; i < nblk; i++) G[i * bb + 2] = G[i * bb + 3] = 0; /* m = +0 */
+        memcpy(R, G, rb * (size_t)rows);
+        kb_r16_repack(type, R, rb, rows);
+        kb_mv mv = {type, R, rb, rows, y, KB_LAYOUT_R16};
+        for (int k = 0; k < 2; k++) {
+            if (k) fill_x_r16(x, cols);
+            else fill_x(x, cols);
+            r16_formula(type, G, rb, rows, cols, x, yr);
+            for (int thr = 1; thr <= 2; thr++) {
+                omp_set_num_threads(thr);
+                FAST_MATVEC_MULTI(&mv, 1, cols, x);
+                int bad = 0, first = -1;
+                for (int r = 0; r < rows; r++)
+                    if (memcmp(&y[r], &yr[r], 4)) {
+                        bad++;
+                        if (first < 0) first = r;
+                    }
+                CHECK_MSG(bad == 0, "R16 %s %dx%d (x %s, %d threads): %d rows differ from the formula, first %d: %.9g vs %.9g",
+                          tn, rows, cols, k ? "fill_x_r16" : "fill_x", thr, bad, first, first >= 0 ? y[first] : 0.0,
+                          first >= 0 ? yr[first] : 0.0);
+            }
+        }
+        free(G);
+        free(R);
+        free(x);
+        free(y);
+        free(yr);
+    }
+    omp_set_num_threads(saved);
+}
+
 /* kb_matvec_multi with R16 and GGUF-layout matrices in one call: each y bit
  * for bit what a call with that matrix alone gives; kb_matmul on R16. */
 static void test_r16_mixed(void) {
@@ -852,6 +958,7 @@ int main(void) {
         for (size_t i = 0; i < KB_ARRAY_LEN(r16shapes); i++) test_r16(t, r16shapes[i][0], r16shapes[i][1]);
         test_r16_bound_fails(t);
         test_r16_nonfinite(t);
+        if (FAST_R16()) test_r16_formula(t);
     }
     test_r16_mixed();
     return check_summary(TEST_NAME);

@@ -15,6 +15,7 @@
 #define kb_matvec_mode_name kb_matvec_mode_name_avx2
 #define kb_matvec_multi kb_matvec_multi_avx2
 #define kb_r16_available kb_r16_available_avx2
+#define kb_r16_regroups kb_r16_regroups_avx2
 #define kb_matvec_default_mode kb_matvec_default_mode_avx2
 #define kb_r16_dequant kb_r16_dequant_avx2
 #include "kernels/cpu/quant_cpu.c"
@@ -27,6 +28,7 @@
 #undef kb_matvec_mode_name
 #undef kb_matvec_multi
 #undef kb_r16_available
+#undef kb_r16_regroups
 #undef kb_matvec_default_mode
 #undef kb_r16_dequant
 

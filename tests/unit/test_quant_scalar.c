@@ -18,6 +18,7 @@
 #define kb_matvec_mode_name kb_matvec_mode_name_scalar
 #define kb_matvec_multi kb_matvec_multi_scalar
 #define kb_r16_available kb_r16_available_scalar
+#define kb_r16_regroups kb_r16_regroups_scalar
 #define kb_matvec_default_mode kb_matvec_default_mode_scalar
 #define kb_r16_dequant kb_r16_dequant_scalar
 #include "kernels/cpu/quant_cpu.c"
@@ -30,6 +31,7 @@
 #undef kb_matvec_mode_name
 #undef kb_matvec_multi
 #undef kb_r16_available
+#undef kb_r16_regroups
 #undef kb_matvec_default_mode
 #undef kb_r16_dequant
 
