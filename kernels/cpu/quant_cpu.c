@@ -1623,13 +1623,14 @@ static void x24_init(xctx *c, int8_t *xl, float *xsc, int32_t *xls) {
         __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
         m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
         m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-        float M = _mm_cvtss_f32(m4);
-        int E = 0;
-        (void)frexpf(M, &E);
-        int e = M > 0.0f ? 22 - E : 0;
+        /* frexpf's E from M's exponent field (M = f 2^E, f in [0.5, 1):
+         * E = field - 126); a subnormal M has E <= -126, so e clamps to 126
+         * as with frexpf; 2^-e and 2^e built from their bits (|e| <= 126) */
+        uint32_t mb = (uint32_t)_mm_cvtsi128_si32(_mm_castps_si128(m4)), fld = mb >> 23;
+        int e = !mb ? 0 : !fld ? 126 : 22 - ((int)fld - 126);
         e = e > 126 ? 126 : e < -126 ? -126 : e;
-        xsc[b] = ldexpf(1.0f, -e);
-        const __m256 f = _mm256_set1_ps(ldexpf(1.0f, e));
+        xsc[b] = _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128((int)((uint32_t)(127 - e) << 23))));
+        const __m256 f = _mm256_castsi256_ps(_mm256_set1_epi32((int)((uint32_t)(127 + e) << 23)));
         __m256i l[3][4], s[3] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
         for (int i = 0; i < 4; i++) {
             __m256i X = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], f));
@@ -1794,9 +1795,33 @@ static size_t xctx_floats(int nb) {
     return pad + 2 * (pad + 16) + 8 * (pad + 16);
 }
 
-/* Sums of x per block of 32 into c->xsum and their (0, xsum) pair arrays
- * c->xsr[1], c->xsr[4] (zero-padded), in buf (xctx_floats(cols/32) floats);
- * only when `sums` (the types with a min term need them). */
+/* The sum of x[0..32) in one order on every build: GCC's
+ * _mm512_reduce_add_ps of x[0..16) + x[16..32) (lane i: x_i + x_{16+i}),
+ * i.e. halves of 8, then of 4, then lanes (0,2) and (1,3), then those two;
+ * written out for AVX2 and plain C, so that xsum_b, and with it Q4_1's m
+ * term in the exact and the R16 kernels, are the same bits everywhere
+ * (test_quant's r16_formula sums the same way). */
+static inline float xsum32(const float *x) {
+#ifdef __AVX512F__
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_loadu_ps(x), _mm512_loadu_ps(x + 16)));
+#elif defined(__AVX2__)
+    __m256 a = _mm256_add_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(x + 16));
+    __m256 b = _mm256_add_ps(_mm256_loadu_ps(x + 8), _mm256_loadu_ps(x + 24));
+    __m256 t3 = _mm256_add_ps(b, a);
+    __m128 t6 = _mm_add_ps(_mm256_extractf128_ps(t3, 1), _mm256_castps256_ps128(t3));
+    __m128 t8 = _mm_add_ps(t6, _mm_shuffle_ps(t6, t6, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _mm_cvtss_f32(t8) + _mm_cvtss_f32(_mm_shuffle_ps(t8, t8, _MM_SHUFFLE(1, 1, 1, 1)));
+#else
+    float t3[8], t6[4];
+    for (int i = 0; i < 8; i++) t3[i] = (x[8 + i] + x[24 + i]) + (x[i] + x[16 + i]);
+    for (int i = 0; i < 4; i++) t6[i] = t3[4 + i] + t3[i];
+    return (t6[0] + t6[2]) + (t6[1] + t6[3]);
+#endif
+}
+
+/* Sums of x per block of 32 (xsum32) into c->xsum and their (0, xsum) pair
+ * arrays c->xsr[1], c->xsr[4] (zero-padded), in buf (xctx_floats(cols/32)
+ * floats); only when `sums` (the types with a min term need them). */
 static void xctx_init(xctx *c, const float *x, int cols, float *buf, int sums) {
     c->x = x;
     c->cols = cols;
@@ -1809,13 +1834,7 @@ static void xctx_init(xctx *c, const float *x, int cols, float *buf, int sums) {
     c->xp = NULL;
     for (int b = 0; sums && b < pad + 16; b++) {
         float s = 0.0f;
-        if (b < c->nb) {
-#ifdef __AVX512F__
-            s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_loadu_ps(x + 32 * b), _mm512_loadu_ps(x + 32 * b + 16)));
-#else
-            for (int j = 0; j < 32; j++) s += x[32 * b + j];
-#endif
-        }
+        if (b < c->nb) s = xsum32(x + 32 * b);
         if (b < pad) c->xsum[b] = s;
         for (int r = 0; r < 4; r++) {
             if (r == 0) {

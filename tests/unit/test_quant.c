@@ -763,21 +763,22 @@ static void test_r16_nonfinite(uint32_t type) {
  * P01 = sum_j q_j (L0_j + 256 L1_j) and P2 = sum_j q_j L2_j (q the signed
  * Q8_0 byte or the Q4_1 nibble), then in f32 S = fma(P2, 65536, P01),
  * acc = fma(S, d 2^-e_b, acc) block by block, and Q4_1's
- * macc = fma(m, xsum_b, macc), y = acc + macc. Every kernel forms these
- * integers exactly (however it splits them) and then the same f32
- * operations, so y must match bit for bit. Q4_1's m is 0 here: xsum_b is
- * summed in another order by the AVX-512 build (its term is checked by
- * test_r16's bound). x must be finite. */
+ * macc = fma(m, xsum_b, macc), y = acc + macc, xsum_b summed in the one
+ * order quant_cpu.c uses on every build (that of GCC's _mm512_reduce_add_ps
+ * of x[0..16) + x[16..32)). Every kernel forms these integers exactly
+ * (however it splits them) and then the same f32 operations, so y must
+ * match bit for bit. x must be finite. */
 static void r16_formula(uint32_t type, const uint8_t *G, size_t rb, int rows, int cols, const float *x, float *y) {
     int nb = cols / 32, bb = r16_bb(type);
     int32_t *L = malloc((size_t)cols * 2 * sizeof *L); /* [j]: L0 + 256 L1, L2 */
     float *dx = malloc((size_t)nb * sizeof *dx), *xs = malloc((size_t)nb * sizeof *xs);
     for (int b = 0; b < nb; b++) {
-        float M = 0, s = 0;
-        for (int j = 0; j < 32; j++) {
-            M = fmaxf(M, fabsf(x[32 * b + j]));
-            s += x[32 * b + j];
-        }
+        const float *xb = x + 32 * b;
+        float M = 0, t3[8], t6[4];
+        for (int j = 0; j < 32; j++) M = fmaxf(M, fabsf(xb[j]));
+        for (int i = 0; i < 8; i++) t3[i] = (xb[8 + i] + xb[24 + i]) + (xb[i] + xb[16 + i]);
+        for (int i = 0; i < 4; i++) t6[i] = t3[4 + i] + t3[i];
+        float s = (t6[0] + t6[2]) + (t6[1] + t6[3]);
         int E = 0;
         (void)frexpf(M, &E);
         int e = M > 0 ? 22 - E : 0;
@@ -829,8 +830,6 @@ static void test_r16_formula(uint32_t type) {
         float *x = malloc((size_t)cols * 4), *y = malloc((size_t)rows * 4), *yr = malloc((size_t)rows * 4);
         int64_t nblk = (int64_t)(rb / (size_t)bb) * rows;
         fill_blocks(type, G, nblk);
-        if (type == GGML_Q4_1)
-            for (int64_t i = 0; i < nblk; i++) G[i * bb + 2] = G[i * bb + 3] = 0; /* m = +0 */
         memcpy(R, G, rb * (size_t)rows);
         kb_r16_repack(type, R, rb, rows);
         kb_mv mv = {type, R, rb, rows, y, KB_LAYOUT_R16};
