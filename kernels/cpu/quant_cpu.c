@@ -967,6 +967,16 @@ typedef struct xctx {
                     * byte k over its 32 elements (Q8_0's +128 offset) */
 } xctx;
 
+/* x24_init's block b of x holding Inf or NaN: scale NaN (every row's y
+ * becomes NaN), zero bytes and sums. */
+static inline void x24_nonfinite(int8_t *xl, float *xsc, int32_t *xls, int cols, int b) {
+    xsc[b] = NAN;
+    memset(xl + 32 * b, 0, 32);
+    memset(xl + cols + 32 * b, 0, 32);
+    memset(xl + 2 * cols + 32 * b, 0, 32);
+    xls[2 * b] = xls[2 * b + 1] = 0;
+}
+
 #ifdef __AVX512F__
 static const float iota16[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
@@ -1164,11 +1174,7 @@ static void x24_init(xctx *c, int8_t *xl, float *xsc, int32_t *xls) {
         float M = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v[0]), _mm512_abs_ps(v[1])));
         int E = 0;
         if (!isfinite(M) || isnan(_mm512_reduce_add_ps(_mm512_add_ps(v[0], v[1])))) {
-            xsc[b] = NAN;
-            memset(xl + 32 * b, 0, 32);
-            memset(xl + cols + 32 * b, 0, 32);
-            memset(xl + 2 * cols + 32 * b, 0, 32);
-            xls[2 * b] = xls[2 * b + 1] = 0;
+            x24_nonfinite(xl, xsc, xls, cols, b);
             continue;
         }
         (void)frexpf(M, &E);
@@ -1279,16 +1285,6 @@ static ALWAYS_INLINE void r16_group_q8_0(const uint8_t *g, const xctx *c, float 
 }
 #undef BC4
 
-/* Rows [r0, r1) (multiples of 16) of an R16 matrix. */
-static void rows_r16(uint32_t type, const uint8_t *w, size_t row_bytes, int r0, int r1, const xctx *c, float *y) {
-    const char *p = (const char *)(w + (size_t)r0 * row_bytes);
-    size_t n = KB_MIN((size_t)PF_DIST, (size_t)(r1 - r0) * row_bytes);
-    for (size_t o = 0; o < n; o += 64) _mm_prefetch(p + o, PF_HINT);
-    if (type == GGML_Q8_0)
-        for (int r = r0; r < r1; r += 16) r16_group_q8_0(w + (size_t)r * row_bytes, c, y + r);
-    else
-        for (int r = r0; r < r1; r += 16) r16_group_q4_1(w + (size_t)r * row_bytes, c, y + r);
-}
 #endif /* R16 */
 
 
@@ -1613,11 +1609,7 @@ static void x24_init(xctx *c, int8_t *xl, float *xsc, int32_t *xls) {
             mx = _mm256_max_ps(mx, a);
         }
         if (bad) {
-            xsc[b] = NAN;
-            memset(xl + 32 * b, 0, 32);
-            memset(xl + cols + 32 * b, 0, 32);
-            memset(xl + 2 * cols + 32 * b, 0, 32);
-            xls[2 * b] = xls[2 * b + 1] = 0;
+            x24_nonfinite(xl, xsc, xls, cols, b);
             continue;
         }
         __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
@@ -1757,7 +1749,11 @@ static ALWAYS_INLINE void r16_group_q8_0(const uint8_t *g, const xctx *c, float 
 }
 #undef BC4
 
-/* Rows [r0, r1) (multiples of 16) of an R16 matrix. */
+#endif /* R16 on AVX2 */
+
+#ifdef HAVE_R16
+/* Rows [r0, r1) (multiples of 16) of an R16 matrix: the groups of either
+ * path's kernels (VNNI or AVX2). */
 static void rows_r16(uint32_t type, const uint8_t *w, size_t row_bytes, int r0, int r1, const xctx *c, float *y) {
     const char *p = (const char *)(w + (size_t)r0 * row_bytes);
     size_t n = KB_MIN((size_t)PF_DIST, (size_t)(r1 - r0) * row_bytes);
@@ -1767,7 +1763,8 @@ static void rows_r16(uint32_t type, const uint8_t *w, size_t row_bytes, int r0, 
     else
         for (int r = r0; r < r1; r += 16) r16_group_q4_1(w + (size_t)r * row_bytes, c, y + r);
 }
-#endif /* R16 on AVX2 */
+#endif
+
 
 /* Generic exact row: dequantise a chunk at a time (bit-exact values) and dot
  * in f32 (the plain-C path for every type, and the AVX2 path for the types
