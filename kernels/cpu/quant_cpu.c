@@ -110,6 +110,24 @@
 /* Kernels written once with parameters, expanded per type at compile time. */
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
+#if defined(__AVX2__) || defined(__AVX512F__)
+/* The weight prefetch of one block step of a group of R rows (row bytes rb,
+ * block bytes `bytes`, block blk) in the 4-row exact kernels: per_row, each
+ * row its own stream PF_ROW_DIST ahead, running on into the same row of the
+ * next group; else the step's `step` bytes at pf, linearly (PF_DIST ahead). */
+static ALWAYS_INLINE void pf_block_step(const uint8_t *w, size_t rb, int R, int bytes, int blk, int per_row,
+                                        const char *pf, int step) {
+    if (per_row) {
+        size_t off = (size_t)blk * bytes + PF_ROW_DIST;
+        if (off >= rb) off += (size_t)(R - 1) * rb;
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) _mm_prefetch((const char *)w + i * rb + off, PF_HINT);
+    } else {
+        for (int l = 0; l < step; l += 64) _mm_prefetch(pf + l, PF_HINT);
+    }
+}
+#endif
+
 static inline uint16_t rd_u16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 static inline uint32_t rd_u32(const uint8_t *p) {
     uint32_t v;
@@ -1083,14 +1101,7 @@ static ALWAYS_INLINE void rows_exact_32(const uint8_t *w, size_t rb, const xctx 
          * (a linear pointer would reach the last rows' data late) */
         const char *pf = (const char *)w + PF_DIST + (size_t)b0 * step;
         for (int k = 0; k < n; k++) {
-            if (per_row) {
-                size_t off = (size_t)(b0 + k) * bytes + PF_ROW_DIST;
-                if (off >= rb) off += (size_t)(R - 1) * rb;
-#pragma GCC unroll 4
-                for (int i = 0; i < R; i++) _mm_prefetch((const char *)w + i * rb + off, PF_HINT);
-            } else {
-                for (int l = 0; l < step; l += 64) _mm_prefetch(pf + (size_t)k * step + l, PF_HINT);
-            }
+            pf_block_step(w, rb, R, bytes, b0 + k, per_row, pf + (size_t)k * step, step);
             const float *xk = (kind == K4T ? c->xp + 32 * b0 : x) + 32 * k;
             __m512 x0 = _mm512_loadu_ps(xk), x1 = _mm512_loadu_ps(xk + 16);
 #pragma GCC unroll 4
@@ -1497,14 +1508,7 @@ static ALWAYS_INLINE void rows_avx2_32(const uint8_t *w, size_t rb, const xctx *
         }
         const char *pf = (const char *)w + PF_DIST + (size_t)b0 * step;
         for (int k = 0; k < n; k++) {
-            if (per_row) {
-                size_t off = (size_t)(b0 + k) * bytes + PF_ROW_DIST;
-                if (off >= rb) off += (size_t)(R - 1) * rb;
-#pragma GCC unroll 4
-                for (int i = 0; i < R; i++) _mm_prefetch((const char *)w + i * rb + off, PF_HINT);
-            } else {
-                for (int l = 0; l < step; l += 64) _mm_prefetch(pf + (size_t)k * step + l, PF_HINT);
-            }
+            pf_block_step(w, rb, R, bytes, b0 + k, per_row, pf + (size_t)k * step, step);
             const float *xk = c->x + 32 * (b0 + k);
             __m256 x0 = _mm256_loadu_ps(xk), x1 = _mm256_loadu_ps(xk + 8);
             __m256 x2 = _mm256_loadu_ps(xk + 16), x3 = _mm256_loadu_ps(xk + 24);
