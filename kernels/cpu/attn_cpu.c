@@ -268,14 +268,23 @@ static ALWAYS_INLINE void attn16(const int G, const int DV, const kb_dtype dt, c
  *   in every position of a block (ties stay ties for the top-k rules), so
  *   qk_scores and the selections built on it are what the row-at-a-time
  *   path gave;
- * - rows_plain's online softmax step for step: the running max, exp(m_old -
- *   x) by simd_exp1 rescaling l and acc at each rise, l += w in row order,
- *   acc += w * v by FMAs in row order; only the weights exp(x - m) come from
- *   simd_exp256 (8 at a time) where rows_plain calls simd_exp1, which under
- *   -std=c11 (no FMA contraction) differs in the last bits, so l and acc
- *   agree to rounding, not bit for bit.
- * A block: its running max and rises first, its weights, then its V rows
- * accumulated in column strips of acc held in registers across the rows.
+ * - rows_plain's softmax to rounding: the same running max at the end of
+ *   every chunk (the max of the same scores, bit for bit), l and acc within
+ *   a few ulp of l. The online softmax goes a block at a time, like the
+ *   AVX-512 kernel's: the block's max M first; if it exceeds the max so far
+ *   m, l and acc are rescaled once by exp(m - M) (simd_exp1); the 16 weights
+ *   exp(x - M) (simd_exp256) are summed into l as one 8-lane sum and a tree,
+ *   and accumulated as acc += w * v by FMAs in row order. rows_plain instead
+ *   rescales at each row whose score is a new max and adds the weights one
+ *   by one (and its simd_exp1 differs from simd_exp256 in the last bits
+ *   under -std=c11, no FMA contraction). The row-by-row form cost a scalar
+ *   rescan of the block, per-row rescale tests in the V loop and a serial
+ *   chain of 16 adds per head and block: one thread, 3 KV heads x 1024 f16
+ *   rows from L2 (D 64, G 3), the block form with the narrower V strips
+ *   below ran in 0.77-0.86 of the time (medians of 30 alternated rounds, 5
+ *   runs), Llama's G 4, D 128 in 0.82-0.84.
+ * A block: its scores, its max and weights, then its V rows accumulated in
+ * column strips of acc held in registers across the rows.
  * The software prefetch (DEC_PF_BYTES ahead in each stream) is spread over
  * the row loops, one K row per row scored and one V row per row of the
  * first V strip (dec_pf), instead of a whole block's K and V lines in a
@@ -432,12 +441,12 @@ static ALWAYS_INLINE void scores16(const int G, const int DV, const kb_dtype dt,
     }
 }
 
-/* acc[g][c*8 .. (c+CW)*8) += the block's rows (rows_plain's order: at a row
- * where head g's max rose, acc *= corr first, then acc += w * v by FMA).
- * RESC: some head's max rose in the block. */
+/* acc[g][c*8 .. (c+CW)*8) = acc * cr[g] (only when RESC: some head's max
+ * rose in the block; cr[g] = 1 for the others, an exact product) + the
+ * block's rows, acc += w * v by FMA in row order. */
 static ALWAYS_INLINE void block_vacc(const int G, const int DV, const kb_dtype dt, const int CW, const int RESC,
                                      const char *const *vrows, int nr, const float (*w)[16],
-                                     const float (*cr)[16], const uint32_t *rise, float *acc, const dec_pf *pv) {
+                                     const float *cr, float *acc, const dec_pf *pv) {
     const size_t esz = dt == KB_F32 ? 4 : 2;
     const int D = 16 * DV;
     for (int c = 0; c < 2 * DV; c += CW) {
@@ -445,7 +454,11 @@ static ALWAYS_INLINE void block_vacc(const int G, const int DV, const kb_dtype d
 #pragma GCC unroll 8
         for (int g = 0; g < G; g++)
 #pragma GCC unroll 8
-            for (int u = 0; u < CW; u++) a[g][u] = _mm256_loadu_ps(acc + (size_t)g * D + 8 * (c + u));
+            for (int u = 0; u < CW; u++) {
+                a[g][u] = _mm256_loadu_ps(acc + (size_t)g * D + 8 * (c + u));
+                if (RESC) a[g][u] = _mm256_mul_ps(a[g][u], _mm256_set1_ps(cr[g]));
+            }
+#pragma GCC unroll 4
         for (int r = 0; r < nr; r++) {
             if (c == 0) pf_row(pv, r);
             if (G <= 3) {
@@ -453,14 +466,7 @@ static ALWAYS_INLINE void block_vacc(const int G, const int DV, const kb_dtype d
                  * accumulators + G weights + 1 in the 16 registers */
                 __m256 wb[GMAX_V] = {0};
 #pragma GCC unroll 8
-                for (int g = 0; g < G; g++) {
-                    if (RESC && (rise[g] >> r & 1)) {
-                        __m256 k = _mm256_set1_ps(cr[g][r]);
-#pragma GCC unroll 8
-                        for (int u = 0; u < CW; u++) a[g][u] = _mm256_mul_ps(a[g][u], k);
-                    }
-                    wb[g] = _mm256_broadcast_ss(&w[g][r]);
-                }
+                for (int g = 0; g < G; g++) wb[g] = _mm256_broadcast_ss(&w[g][r]);
 #pragma GCC unroll 8
                 for (int u = 0; u < CW; u++) {
                     __m256 v = ld8(dt, vrows[r] + (size_t)8 * (c + u) * esz);
@@ -475,11 +481,6 @@ static ALWAYS_INLINE void block_vacc(const int G, const int DV, const kb_dtype d
                 for (int u = 0; u < CW; u++) v[u] = ld8(dt, vrows[r] + (size_t)8 * (c + u) * esz);
 #pragma GCC unroll 8
                 for (int g = 0; g < G; g++) {
-                    if (RESC && (rise[g] >> r & 1)) {
-                        __m256 k = _mm256_set1_ps(cr[g][r]);
-#pragma GCC unroll 8
-                        for (int u = 0; u < CW; u++) a[g][u] = _mm256_mul_ps(a[g][u], k);
-                    }
                     __m256 wb = _mm256_broadcast_ss(&w[g][r]);
 #pragma GCC unroll 8
                     for (int u = 0; u < CW; u++) a[g][u] = _mm256_fmadd_ps(wb, v[u], a[g][u]);
@@ -495,7 +496,7 @@ static ALWAYS_INLINE void block_vacc(const int G, const int DV, const kb_dtype d
 
 /* Attention over one chunk into part (which holds the state so far:
  * m = -inf, l = 0, acc = 0 from dec_chunk), block by block: the block's K
- * rows scored, the softmax steps of its rows, its V rows accumulated. */
+ * rows scored, the block's softmax step, its V rows accumulated. */
 static ALWAYS_INLINE void attn16(const int G, const int DV, const kb_dtype dt, const float *qs,
                                  const kb_kvstream *s, const int32_t *idx, int j0, int j1,
                                  dec_part *part) {
@@ -504,9 +505,11 @@ static ALWAYS_INLINE void attn16(const int G, const int DV, const kb_dtype dt, c
     const int pf = (int)((DEC_PF_BYTES + rb - 1) / rb);
     const int lim = idx ? j1 : s->n;
     /* acc strips of CW vectors: G * CW accumulators + G weights + 1 V vector
-     * in the 16 registers; CW divides the row's 2 DV vectors */
+     * in the 16 registers; CW divides the row's 2 DV vectors. G = 3 takes 2,
+     * not the 4 that would fill all 16: GCC then spilled three
+     * accumulators, whose store-reload chain set the V loop's pace */
     if (G < 1 || G > GMAX_V || DV < 1 || DV > DMAX_V) __builtin_unreachable();
-    const int CW = G == 1 ? (DV % 4 ? (DV % 2 ? 2 : 4) : 8) : G <= 3 ? (DV % 2 ? 2 : 4) : G == 4 ? 2 : 1;
+    const int CW = G == 1 ? (DV % 4 ? (DV % 2 ? 2 : 4) : 8) : G <= 2 ? (DV % 2 ? 2 : 4) : G <= 4 ? 2 : 1;
     float mrun[GMAX_V] = {0}, lsum[GMAX_V] = {0};
 #pragma GCC unroll 8
     for (int g = 0; g < G; g++) {
@@ -518,53 +521,45 @@ static ALWAYS_INLINE void attn16(const int G, const int DV, const kb_dtype dt, c
         const char *krows[16], *vrows[16];
         float x[GMAX_V][16] __attribute__((aligned(32)));
         float w[GMAX_V][16] __attribute__((aligned(32)));
-        float mp[GMAX_V][16] __attribute__((aligned(32)));
-        float cr[GMAX_V][16];
-        uint32_t rise[GMAX_V] = {0}, any = 0;
+        float cr[GMAX_V] = {0};
+        int any = 0;
         int nr = block_rows(K, V, rb, idx, j, j1, krows, vrows);
         const dec_pf pk = {K, idx, j + pf, lim, rb}, pv = {V, idx, j + pf, lim, rb};
         block_scores(G, DV, dt, qs, krows, nr, x, &pk);
+        /* lanes < nr count in l (lanes past nr repeat the last row) */
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        const __m256 in0 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(nr), lane));
+        const __m256 in1 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(nr - 8), lane));
 #pragma GCC unroll 8
         for (int g = 0; g < G; g++) {
             float m = mrun[g];
-            __m256 x0 = _mm256_load_ps(x[g]), x1 = _mm256_load_ps(x[g] + 8), m0, m1;
-            /* rows with x > m (the max so far, NaN never): none in most
-             * blocks, then every row's max is m */
-            __m256 mb = _mm256_set1_ps(m);
-            uint32_t gt = ((uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(x0, mb, _CMP_GT_OQ)) |
-                           (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(x1, mb, _CMP_GT_OQ)) << 8) &
-                          ((1u << nr) - 1);
-            uint32_t rs = 0;
-            if (!gt) m0 = m1 = mb;
-            else {
-                for (int r = 0; r < 16; r++) {
-                    if (r < nr && x[g][r] > m) {
-                        cr[g][r] = simd_exp1(m - x[g][r]);
-                        rs |= 1u << r;
-                        m = x[g][r];
-                    }
-                    mp[g][r] = m;
-                }
-                m0 = _mm256_load_ps(mp[g]);
-                m1 = _mm256_load_ps(mp[g] + 8);
+            __m256 x0 = _mm256_load_ps(x[g]), x1 = _mm256_load_ps(x[g] + 8), mb = _mm256_set1_ps(m);
+            /* the block's max with the max so far (a NaN score never: maxps
+             * returns its second operand then) */
+            __m256 bm = _mm256_max_ps(_mm256_max_ps(x0, mb), _mm256_max_ps(x1, mb));
+            __m128 h = _mm_max_ps(_mm256_castps256_ps128(bm), _mm256_extractf128_ps(bm, 1));
+            h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+            h = _mm_max_ss(h, _mm_movehdup_ps(h));
+            float M = _mm_cvtss_f32(h), l = lsum[g];
+            cr[g] = 1.0f;
+            if (M > m) {
+                cr[g] = simd_exp1(m - M);
+                l *= cr[g];
+                any = 1;
+                mrun[g] = M;
+                mb = _mm256_set1_ps(M);
             }
-            rise[g] = rs;
-            any |= rs;
-            mrun[g] = m;
-            _mm256_store_ps(w[g], simd_exp256(_mm256_sub_ps(x0, m0)));
-            _mm256_store_ps(w[g] + 8, simd_exp256(_mm256_sub_ps(x1, m1)));
-            float l = lsum[g];
-            if (!rs)
-                for (int r = 0; r < nr; r++) l += w[g][r];
-            else
-                for (int r = 0; r < nr; r++) {
-                    if (rs >> r & 1) l *= cr[g][r];
-                    l += w[g][r];
-                }
-            lsum[g] = l;
+            __m256 w0 = simd_exp256(_mm256_sub_ps(x0, mb)), w1 = simd_exp256(_mm256_sub_ps(x1, mb));
+            _mm256_store_ps(w[g], w0);
+            _mm256_store_ps(w[g] + 8, w1);
+            __m256 t = _mm256_add_ps(_mm256_and_ps(w0, in0), _mm256_and_ps(w1, in1));
+            __m128 u = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+            u = _mm_add_ps(u, _mm_movehl_ps(u, u));
+            u = _mm_add_ss(u, _mm_movehdup_ps(u));
+            lsum[g] = l + _mm_cvtss_f32(u);
         }
-        if (any) block_vacc(G, DV, dt, CW, 1, vrows, nr, (const float(*)[16])w, (const float(*)[16])cr, rise, part->acc, &pv);
-        else block_vacc(G, DV, dt, CW, 0, vrows, nr, (const float(*)[16])w, (const float(*)[16])cr, rise, part->acc, &pv);
+        if (any) block_vacc(G, DV, dt, CW, 1, vrows, nr, (const float(*)[16])w, cr, part->acc, &pv);
+        else block_vacc(G, DV, dt, CW, 0, vrows, nr, (const float(*)[16])w, cr, part->acc, &pv);
     }
 #pragma GCC unroll 8
     for (int g = 0; g < G; g++) {
@@ -606,7 +601,12 @@ static const rows_fn rows_tab[3][2][9] = {
     {ROWS_TAB(bf16, 4), ROWS_TAB(bf16, 8)},
 };
 /* Other G (<= 8) and D (multiple of 16, <= 256): the same code with run-time
- * G and DV (accumulators in memory, slower), the same values. */
+ * G and DV (accumulators in memory, slower), the same values. (GCC 12 cannot
+ * see that block_scores writes x[g] for every g < G that attn16 then reads,
+ * and warns of maybe-uninitialized x[1..7] here, in the loops unrolled for
+ * GMAX_V heads: quieted for this function only.) */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 static void rows_any(int G, const float *qs, const kb_kvstream *s, const int32_t *idx, int j0,
                      int j1, dec_part *part, float *sc, int ldo) {
     int DV = s->D / 16;
@@ -616,6 +616,7 @@ static void rows_any(int G, const float *qs, const kb_kvstream *s, const int32_t
     else ROWS_ANY(KB_F32);
 #undef ROWS_ANY
 }
+#pragma GCC diagnostic pop
 #endif
 
 /* Portable path (neither AVX-512 nor AVX2+FMA+F16C, or G > 8, or D not a multiple of 16 / > 256):

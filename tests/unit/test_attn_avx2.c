@@ -17,8 +17,8 @@
  *   of the portable row-at-a-time path (rows_plain) bit for bit (qk_scores,
  *   hence the top-k selections, unchanged; NaN and inf included; equal K rows
  *   in every position of a block give equal scores: ties stay ties) and its
- *   online softmax step for step: the same running max, and l, acc within
- *   the rounding of the weights' exp (see same_as_plain). */
+ *   softmax to rounding: the same running max, and l, acc within the
+ *   rounding of the weights' exp and rescales (see same_as_plain). */
 #include "hide_avx512.h"
 #define kb_cpu_attn_dense kb_cpu_attn_dense_avx2
 #define kb_cpu_attn_dense_heads kb_cpu_attn_dense_heads_avx2
@@ -35,9 +35,13 @@
  * rows_plain: the same bits in the scores and in the running max m; l and acc
  * within 2e-6 l (the weights come from simd_exp256 in the blocked path and
  * simd_exp1 in rows_plain, which differ in the last bits: simd_exp1 is built
- * without FMA contraction under -std=c11; each weight within ~2 ulp, and
- * sum |w v| <= l, so the two accumulations differ by a few ulp of l, while a
- * wrong row, weight or rescale moves them by 1e-3 l and more). */
+ * without FMA contraction under -std=c11; the blocked path rescales once per
+ * block by exp(m - M) where rows_plain rescales at each new max, a product of
+ * a few factors each within ~2 ulp; l's weights are summed in another order.
+ * Each weight ends within a few ulp, and sum |w v| <= l, so the two
+ * accumulations differ by a few ulp of l, while a wrong row, weight or
+ * rescale moves them by 1e-3 l and more: dropping the acc rescale or a lane
+ * mask of the l sum fails hundreds of checks). */
 static int same_as_plain(int G, const float *qs, const kb_kvstream *s, const int32_t *idx, int j0, int j1) {
     int D = s->D, ok = 1;
     size_t np = (size_t)G * (D + 2);
