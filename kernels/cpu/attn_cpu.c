@@ -279,10 +279,10 @@ static ALWAYS_INLINE void attn16(const int G, const int DV, const kb_dtype dt, c
  *   by one (and its simd_exp1 differs from simd_exp256 in the last bits
  *   under -std=c11, no FMA contraction). The row-by-row form cost a scalar
  *   rescan of the block, per-row rescale tests in the V loop and a serial
- *   chain of 16 adds per head and block: one thread, 3 KV heads x 1024 f16
- *   rows from L2 (D 64, G 3), the block form with the narrower V strips
- *   below ran in 0.77-0.86 of the time (medians of 30 alternated rounds, 5
- *   runs), Llama's G 4, D 128 in 0.82-0.84.
+ *   chain of 16 adds per head and block: one thread, one KV head of 1024
+ *   f16 rows from L2 (D 64, G 3), the block form with the narrower V strips
+ *   below ran in 0.83-0.88 of the time (medians of 30 alternated rounds, 3
+ *   runs), Llama's G 4, D 128 (512 rows) in 0.82-0.84.
  * A block: its scores, its max and weights, then its V rows accumulated in
  * column strips of acc held in registers across the rows.
  * The software prefetch (DEC_PF_BYTES ahead in each stream) is spread over
@@ -458,6 +458,8 @@ static ALWAYS_INLINE void block_vacc(const int G, const int DV, const kb_dtype d
                 a[g][u] = _mm256_loadu_ps(acc + (size_t)g * D + 8 * (c + u));
                 if (RESC) a[g][u] = _mm256_mul_ps(a[g][u], _mm256_set1_ps(cr[g]));
             }
+        /* (unrolled by 4: ~5% in the harness' best rounds above, its
+         * medians within noise) */
 #pragma GCC unroll 4
         for (int r = 0; r < nr; r++) {
             if (c == 0) pf_row(pv, r);
@@ -521,7 +523,7 @@ static ALWAYS_INLINE void attn16(const int G, const int DV, const kb_dtype dt, c
         const char *krows[16], *vrows[16];
         float x[GMAX_V][16] __attribute__((aligned(32)));
         float w[GMAX_V][16] __attribute__((aligned(32)));
-        float cr[GMAX_V] = {0};
+        float cr[GMAX_V];
         int any = 0;
         int nr = block_rows(K, V, rb, idx, j, j1, krows, vrows);
         const dec_pf pk = {K, idx, j + pf, lim, rb}, pv = {V, idx, j + pf, lim, rb};
