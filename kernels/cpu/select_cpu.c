@@ -1092,11 +1092,25 @@ static void hyb_pages512(const float *q, int G, int D, const int32_t *dims, int 
 #elif SEL_AVX2
 /* The page pass of hyb_pages_g with 8-lane vectors: W vectors (8 W pages)
  * per step, G W <= 12 accumulators (of the 16 registers; enough
- * independent FMA chains to hide their latency); each lane adds q_g,d times the row's element over the dims in
- * ascending order with one FMA each, as there, so the scores are the
- * AVX-512 path's. Rows hold ld >= pad32(np) zero-filled elements (ld a
- * multiple of 32, W <= 4): whole loads; sc rows hold pad16(np): whole
- * stores of the vectors that hold a real page. */
+ * independent FMA chains to hide their latency); each lane adds q_g,d times
+ * the row's element over the dims in ascending order with one FMA each, as
+ * there, so the scores are the AVX-512 path's. Rows hold ld >= pad32(np)
+ * zero-filled elements (ld a multiple of 32, W <= 4): whole loads; sc rows
+ * hold pad16(np): whole stores of the vectors that hold a real page.
+ *
+ * The rows go in bands of HYB_BAND: band b runs over every page, adding its
+ * rows to the partial sums that band b - 1 left in sc (the same FMAs in the
+ * same order per lane, only with a store and a load between bands, so the
+ * same bits), and the last band takes the running max. The summaries come
+ * from memory (every other layer's state and the weights pass through the
+ * cache between two steps of one layer), and the software prefetch runs
+ * HYB_AHEAD steps ahead in this band order, into the next band at a band's
+ * end: about 44 lines in flight per core. All 33 rows of a RocketKV select
+ * at once, each one or two lines ahead (before), asked for 33-66 lines at a
+ * time; in a cold-cache microbenchmark on the AMD EPYC (Zen 3) the bands
+ * took the page pass + top-k 7-9% less time at 8K / B = 256 and the whole
+ * call 2.7x less for 2726 pages (docs/PERFORMANCE.md). */
+enum { HYB_BAND = 11, HYB_INFLIGHT = 44 };
 static inline __attribute__((always_inline)) void hyb_pages_g8(const char *const *rowp, const float *qv, int r,
                                                                kb_dtype dt, int np, float *sc, size_t lds,
                                                                float *mx, const int G, const int W) {
@@ -1105,41 +1119,54 @@ static inline __attribute__((always_inline)) void hyb_pages_g8(const char *const
     __m256 vmx[8];
 #pragma GCC unroll 8
     for (int g = 0; g < G; g++) vmx[g] = ninf;
-    for (int t = 0; t < r; t++)
-        for (size_t o = 0; o < 256 && o < (size_t)np * esz; o += 64) _mm_prefetch(rowp[t] + o, _MM_HINT_T0);
-    const int ahead = np > 2048 ? 512 : 64; /* as hyb_pages_g */
-    for (int P0 = 0; P0 < np; P0 += 8 * W) {
-        int nr = np - P0;
-        if (P0 % 32 == 0 && P0 + ahead < np)
-            for (int t = 0; t < r; t++) {
-                const char *row = rowp[t] + (size_t)(P0 + ahead) * esz;
-                _mm_prefetch(row, _MM_HINT_T0);
-                if (esz == 4) _mm_prefetch(row + 64, _MM_HINT_T0);
+    const int step = 8 * W, nst = (np + step - 1) / step; /* pages per step, steps per band */
+    const size_t sb = (size_t)step * esz;                  /* bytes of a row per step: 1-4 lines */
+    /* steps ahead: ~HYB_INFLIGHT rows x steps (SparQ's 2 rows: 22 steps) */
+    const int ahead = KB_MAX(4, HYB_INFLIGHT / KB_MIN(HYB_BAND, r));
+    for (int t = 0; t < KB_MIN(HYB_BAND, r); t++)
+        for (size_t o = 0; o < (size_t)KB_MIN(ahead, nst) * sb; o += 64) _mm_prefetch(rowp[t] + o, _MM_HINT_T0);
+    for (int b0 = 0; b0 < r; b0 += HYB_BAND) {
+        const int b1 = KB_MIN(r, b0 + HYB_BAND), last = b1 == r;
+        for (int st = 0; st < nst; st++) {
+            const int P0 = st * step, nr = np - P0;
+            int ps = st + ahead, p0 = b0, p1 = b1; /* the step to prefetch: this band's, or the next's */
+            if (ps >= nst) {
+                ps -= nst;
+                p0 = b1;
+                p1 = KB_MIN(r, b1 + HYB_BAND);
             }
-        __m256 acc[8][4];
+            if (ps < nst)
+                for (int t = p0; t < p1; t++)
+                    for (size_t o = 0; o < sb; o += 64) _mm_prefetch(rowp[t] + (size_t)ps * sb + o, _MM_HINT_T0);
+            /* vectors past the last real page (w > 0, nr <= 8 w) are
+             * neither loaded from sc nor stored: sc rows end at pad16(np) */
+            __m256 acc[8][4];
 #pragma GCC unroll 8
-        for (int g = 0; g < G; g++)
+            for (int g = 0; g < G; g++)
 #pragma GCC unroll 4
-            for (int w = 0; w < W; w++) acc[g][w] = _mm256_setzero_ps();
-        for (int t = 0; t < r; t++) {
+                for (int w = 0; w < W; w++)
+                    acc[g][w] = b0 == 0 || (w > 0 && nr <= 8 * w) ? _mm256_setzero_ps()
+                                                                  : _mm256_loadu_ps(sc + (size_t)g * lds + P0 + 8 * w);
+            for (int t = b0; t < b1; t++) {
+#pragma GCC unroll 4
+                for (int w = 0; w < W; w++) {
+                    __m256 v = sld8(dt, rowp[t], (size_t)P0 + 8 * w);
+#pragma GCC unroll 8
+                    for (int g = 0; g < G; g++)
+                        acc[g][w] = _mm256_fmadd_ps(_mm256_set1_ps(qv[(size_t)t * G + g]), v, acc[g][w]);
+                }
+            }
+            /* the running max of the real pages (last band): max_ps(a, m) =
+             * a > m ? a : m (a NaN score is never taken), lanes past np give -inf */
 #pragma GCC unroll 4
             for (int w = 0; w < W; w++) {
-                __m256 v = sld8(dt, rowp[t], (size_t)P0 + 8 * w);
+                if (w > 0 && nr <= 8 * w) break; /* no real page in this vector or after */
+                __m256 mw = _mm256_castsi256_ps(lanes_lt(nr - 8 * w));
 #pragma GCC unroll 8
-                for (int g = 0; g < G; g++)
-                    acc[g][w] = _mm256_fmadd_ps(_mm256_set1_ps(qv[(size_t)t * G + g]), v, acc[g][w]);
-            }
-        }
-        /* the running max of the real pages: max_ps(a, m) = a > m ? a : m
-         * (a NaN score is never taken), lanes past np give -inf */
-#pragma GCC unroll 4
-        for (int w = 0; w < W; w++) {
-            if (w > 0 && nr <= 8 * w) break; /* no real page in this vector or after */
-            __m256 mw = _mm256_castsi256_ps(lanes_lt(nr - 8 * w));
-#pragma GCC unroll 8
-            for (int g = 0; g < G; g++) {
-                _mm256_storeu_ps(sc + (size_t)g * lds + P0 + 8 * w, acc[g][w]);
-                vmx[g] = _mm256_max_ps(_mm256_blendv_ps(ninf, acc[g][w], mw), vmx[g]);
+                for (int g = 0; g < G; g++) {
+                    _mm256_storeu_ps(sc + (size_t)g * lds + P0 + 8 * w, acc[g][w]);
+                    if (last) vmx[g] = _mm256_max_ps(_mm256_blendv_ps(ninf, acc[g][w], mw), vmx[g]);
+                }
             }
         }
     }
