@@ -1104,12 +1104,12 @@ static void hyb_pages512(const float *q, int G, int D, const int32_t *dims, int 
  * same bits), and the last band takes the running max. The summaries come
  * from memory (every other layer's state and the weights pass through the
  * cache between two steps of one layer), and the software prefetch runs
- * HYB_AHEAD steps ahead in this band order, into the next band at a band's
- * end: about 44 lines in flight per core. All 33 rows of a RocketKV select
- * at once, each one or two lines ahead (before), asked for 33-66 lines at a
- * time; with cold caches on the AMD EPYC (Zen 3) the bands took the page
- * pass + top-k 6-9% less time at 8K / B = 256 and 2.3-2.7x less for 2726
- * pages (scripts/microbench/select_cold.c, docs/PERFORMANCE.md). */
+ * `ahead` steps ahead in this band order, into the next band at a band's
+ * end: about HYB_INFLIGHT = 44 lines in flight per core. All 33 rows of a
+ * RocketKV select at once, each one or two lines ahead (before), asked for
+ * 33-66 lines at a time; with cold caches on the AMD EPYC (Zen 3) the bands
+ * took the page pass + top-k 6-9% less time at 8K / B = 256 and 2.3-2.7x
+ * less for 2726 pages (scripts/microbench/select_cold.c, PERFORMANCE.md). */
 enum { HYB_BAND = 11, HYB_INFLIGHT = 44 };
 static inline __attribute__((always_inline)) void hyb_pages_g8(const char *const *rowp, const float *qv, int r,
                                                                kb_dtype dt, int np, float *sc, size_t lds,
