@@ -1,0 +1,57 @@
+/* attn_pf.c - the AVX2 decode attention's prefetch distance, A/B in one
+ * process: scripts/microbench/attn_pf.sh builds kernels/cpu/attn_cpu.c with
+ * DEC_PF_ROWS2 = the variable kb_pf_rows, and this program runs rounds of
+ * the same attention calls with each distance given, alternated:
+ *   build/attn_pf ROUNDS ROWS...      e.g. build/attn_pf 20 32 12 24 16
+ * Environment: L H G D N (layers, KV heads, query heads per KV head, head
+ * dim, rows per head; default SmolLM2 at 8K: 30 3 3 64 8176), GK = k > 0
+ * for gathered attention (k random rows of N per head, after a 96 MB read
+ * per round) instead of dense. Prints the median and min per distance
+ * (TSC at 2.445 GHz, the AMD EPYC of docs/PERFORMANCE.md; GB/s of K+V). Not
+ * part of the build or the tests. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <math.h>
+#include <x86intrin.h>
+#include "kernels/kernels.h"
+#include "kernels/kvstream.h"
+int kb_pf_rows = 12; /* DEC_PF_ROWS2 of the attn_cpu.c built beside this file */
+static int cmpd(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return x < y ? -1 : x > y; }
+int main(int argc, char **argv) {
+    int L = getenv("L") ? atoi(getenv("L")) : 30, H = getenv("H") ? atoi(getenv("H")) : 3, G = getenv("G") ? atoi(getenv("G")) : 3, D = getenv("D") ? atoi(getenv("D")) : 64, n = getenv("N") ? atoi(getenv("N")) : 8176, rounds = argc > 1 ? atoi(argv[1]) : 10;
+    int nv = argc - 2; int pfs[8]; for (int i = 0; i < nv; i++) pfs[i] = atoi(argv[2 + i]);
+    const kb_kernels *kk = kernels_get();
+    kb_kvstream *s = calloc((size_t)L * H, sizeof *s);
+    float *k = malloc(D * sizeof *k), *v = malloc(D * sizeof *v);
+    srand(1);
+    for (int i = 0; i < L * H; i++) {
+        kvstream_init(&s[i], KB_F16, D, n);
+        for (int j = 0; j < n; j++) {
+            for (int d = 0; d < D; d++) { k[d] = rand() / (float)RAND_MAX - 0.5f; v[d] = rand() / (float)RAND_MAX - 0.5f; }
+            kvstream_append_f32(&s[i], k, v, j);
+        }
+    }
+    float *q = malloc((size_t)H * G * D * sizeof *q), *out = malloc((size_t)H * G * D * sizeof *out);
+    for (int i = 0; i < H * G * D; i++) q[i] = rand() / (float)RAND_MAX - 0.5f;
+    int gk = getenv("GK") ? atoi(getenv("GK")) : 0;
+    int32_t *gidx = malloc(sizeof(int32_t) * (size_t)L * H * (gk ? gk : 1));
+    for (int l = 0; l < L * H; l++) { int c = 0; for (int j = 0; j < n && c < gk; j++) if (rand() % (n - j) < gk - c) gidx[(size_t)l * gk + c++] = j; }
+    /* flush between rounds: a 96 MB buffer read */
+    size_t fw = 96u << 20; char *fb = malloc(fw); for (size_t i = 0; i < fw; i++) fb[i] = (char)i;
+    double *t = malloc(sizeof(double) * rounds * nv);
+    for (int r = 0; r < rounds; r++)
+        for (int a = 0; a < nv; a++) {
+            kb_pf_rows = pfs[a];
+            if (gk) { volatile long sum = 0; for (size_t i = 0; i < fw; i += 64) sum += fb[i]; }
+            unsigned long long t0 = __rdtsc();
+            if (gk) { for (int l = 0; l < L * H; l++) kk->attn_gather(q, G, &s[l], gidx + (size_t)l * gk, gk, 0.125f, out); }
+            else for (int l = 0; l < L; l++) kb_attn_dense_heads(kk, q, H, G, &s[l * H], 0.125f, out);
+            t[a * rounds + r] = (__rdtsc() - t0) / 2.445e6 /* ms */;
+        }
+    double bytes = (double)L * H * (gk ? gk : n) * 2 * D * 2;
+    for (int a = 0; a < nv; a++) {
+        qsort(t + a * rounds, rounds, sizeof(double), cmpd);
+        printf("rows ahead %3d: median %.2f ms (%.1f GB/s) min %.2f\n", pfs[a], t[a * rounds + rounds / 2], bytes / t[a * rounds + rounds / 2] / 1e6, t[a * rounds]);
+    }
+    return 0;
+}
