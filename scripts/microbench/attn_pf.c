@@ -5,8 +5,9 @@
  *   build/attn_pf ROUNDS ROWS...      e.g. build/attn_pf 20 32 12 24 16
  * Environment: L H G D N (layers, KV heads, query heads per KV head, head
  * dim, rows per head; default SmolLM2 at 8K: 30 3 3 64 8176), GK = k > 0
- * for gathered attention (k random rows of N per head, after a 96 MB read
- * per round) instead of dense. Prints the median and min per distance
+ * for gathered attention instead of dense (k random rows of N per head, the
+ * 90 calls on two OpenMP threads as the decode's select job runs them,
+ * after a 96 MB read per round). Prints the median and min per distance
  * (TSC at 2.445 GHz, the AMD EPYC of docs/PERFORMANCE.md; GB/s of K+V). Not
  * part of the build or the tests. */
 #include <stdio.h>
@@ -31,7 +32,7 @@ int main(int argc, char **argv) {
             kvstream_append_f32(&s[i], k, v, j);
         }
     }
-    float *q = malloc((size_t)H * G * D * sizeof *q), *out = malloc((size_t)H * G * D * sizeof *out);
+    float *q = malloc((size_t)H * G * D * sizeof *q), *out = malloc((size_t)L * H * G * D * sizeof *out);
     for (int i = 0; i < H * G * D; i++) q[i] = rand() / (float)RAND_MAX - 0.5f;
     int gk = getenv("GK") ? atoi(getenv("GK")) : 0;
     int32_t *gidx = malloc(sizeof(int32_t) * (size_t)L * H * (gk ? gk : 1));
@@ -44,7 +45,9 @@ int main(int argc, char **argv) {
             kb_pf_rows = pfs[a];
             if (gk) { volatile long sum = 0; for (size_t i = 0; i < fw; i += 64) sum += fb[i]; }
             unsigned long long t0 = __rdtsc();
-            if (gk) { for (int l = 0; l < L * H; l++) kk->attn_gather(q, G, &s[l], gidx + (size_t)l * gk, gk, 0.125f, out); }
+            if (gk) {
+                _Pragma("omp parallel for num_threads(2) schedule(dynamic)")
+                for (int l = 0; l < L * H; l++) kk->attn_gather(q, G, &s[l], gidx + (size_t)l * gk, gk, 0.125f, out + (size_t)l * G * D); }
             else for (int l = 0; l < L; l++) kb_attn_dense_heads(kk, q, H, G, &s[l * H], 0.125f, out);
             t[a * rounds + r] = (__rdtsc() - t0) / 2.445e6 /* ms */;
         }
