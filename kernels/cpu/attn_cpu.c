@@ -294,16 +294,11 @@ static ALWAYS_INLINE void attn16(const int G, const int DV, const kb_dtype dt, c
  * median of 6 alternated runs (best of 20 each); 8 and 16 KiB of distance
  * measured no better than 4 KiB.
  * The distance is DEC_PF_ROWS2 = 12 rows in each stream (1.5 KiB for
- * SmolLM2's f16 rows of 128 B, 3 KiB for Llama's of 256 B), not 4 KiB: 30
- * layers x 3 x 8176 f16 rows (D 64, G 3, 188 MB), both threads, medians of
- * 20-30 alternated rounds in one process, 2026-12-02: 4 KiB (32 rows)
- * 9.9-10.3 ms, 12 rows 8.2-8.6 ms, 24 rows 8.7-9.1, 8 rows 8.6-9.3, 16
- * rows 9.9-10.2, 6 rows 8.9-9.1, 2 rows 10.7; Llama's G 4, D 128 (4 layers
- * x 8 x 32768 rows, 268 MB) 12 rows 34.4 / 46.3 ms against 4 KiB (16 rows)
- * 33.2 / 46.6 (two phases of the VM), 6 and 8 rows 39-53; a gathered select
- * of 128 of 1448 rows after a 96 MB read 0.90-0.94 ms per 90 calls against
- * 0.96-1.00 on one thread, 0.42-0.48 either way on two
- * (scripts/microbench/attn_pf.c). */
+ * SmolLM2's f16 rows of 128 B, 3 KiB for Llama's of 256 B), not 4 KiB: on
+ * SmolLM2's 8K dense attention (188 MB, both threads) 8.2-8.6 ms against
+ * 9.9-10.3 for 4 KiB (32 rows); Llama's D 128 and the gathered rows the same
+ * within noise (scripts/microbench/attn_pf.c; every distance tried is in
+ * docs/PERFORMANCE.md, "The AVX2 attention's prefetch distance"). */
 #ifndef DEC_PF_ROWS2
 #define DEC_PF_ROWS2 12
 #endif

@@ -20,7 +20,13 @@ int kb_pf_rows = 12; /* DEC_PF_ROWS2 of the attn_cpu.c built beside this file */
 static int cmpd(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return x < y ? -1 : x > y; }
 int main(int argc, char **argv) {
     int L = getenv("L") ? atoi(getenv("L")) : 30, H = getenv("H") ? atoi(getenv("H")) : 3, G = getenv("G") ? atoi(getenv("G")) : 3, D = getenv("D") ? atoi(getenv("D")) : 64, n = getenv("N") ? atoi(getenv("N")) : 8176, rounds = argc > 1 ? atoi(argv[1]) : 10;
-    int nv = argc - 2; int pfs[8]; for (int i = 0; i < nv; i++) pfs[i] = atoi(argv[2 + i]);
+    int nv = argc - 2, pfs[8];
+    int gk = getenv("GK") ? atoi(getenv("GK")) : 0;
+    if (rounds < 1 || nv < 1 || nv > 8 || L < 1 || H < 1 || G < 1 || D < 16 || D % 16 || n < 1 || gk < 0 || gk > n) {
+        fprintf(stderr, "usage: attn_pf ROUNDS ROWS... (1-8 distances; see the header comment)\n");
+        return 2;
+    }
+    for (int i = 0; i < nv; i++) pfs[i] = atoi(argv[2 + i]);
     const kb_kernels *kk = kernels_get();
     kb_kvstream *s = calloc((size_t)L * H, sizeof *s);
     float *k = malloc(D * sizeof *k), *v = malloc(D * sizeof *v);
@@ -34,7 +40,6 @@ int main(int argc, char **argv) {
     }
     float *q = malloc((size_t)H * G * D * sizeof *q), *out = malloc((size_t)L * H * G * D * sizeof *out);
     for (int i = 0; i < H * G * D; i++) q[i] = rand() / (float)RAND_MAX - 0.5f;
-    int gk = getenv("GK") ? atoi(getenv("GK")) : 0;
     int32_t *gidx = malloc(sizeof(int32_t) * (size_t)L * H * (gk ? gk : 1));
     for (int l = 0; l < L * H; l++) { int c = 0; for (int j = 0; j < n && c < gk; j++) if (rand() % (n - j) < gk - c) gidx[(size_t)l * gk + c++] = j; }
     /* flush between rounds: a 96 MB buffer read */
