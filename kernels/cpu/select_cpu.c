@@ -1012,7 +1012,20 @@ static void topk_small_double(const double *x, int D, int r, int32_t *out) {
  * definition needs are read, and equal pages give equal scores. The row addresses and the
  * (head, dim) factors are gathered once; G is a compile-time constant in
  * each instance (hyb_pages512 dispatches), so the head loop is unrolled.
- * Rows hold ld >= P0 + 32 zero-filled elements: whole loads. */
+ * Rows hold ld >= P0 + 32 zero-filled elements: whole loads.
+ *
+ * The rows go in bands of HYB_BAND as in the AVX2 path below: band b runs
+ * over every page, adding its rows to the partial sums band b - 1 left in
+ * sc (masked loads and stores of the real pages: the same FMAs in the same
+ * order per lane, so the same bits), the last band takes the running max,
+ * and the software prefetch runs `ahead` steps ahead in band order, about
+ * HYB_INFLIGHT lines. On the 2-core Xeon (cold summaries, select_cold) this
+ * took a RocketKV select's page pass at 8K / B = 256 from ~11,000 to ~9,900
+ * TSC cycles (all rows at once, each row's next line 64 pages ahead, before),
+ * 0.37x for 2158 pages of the 8B geometry; 44 lines in flight (the AVX2
+ * choice) gave 0.93-0.95x, 96 0.89-0.91x, 192 0.95x, 300 1.27x; bands of
+ * 6-33 rows were no better than 11 (PERFORMANCE.md). */
+enum { HYB_BAND = 11, HYB_INFLIGHT = 96 };
 static inline __attribute__((always_inline)) void hyb_pages_g(const char *const *rowp, const float *qv, int r,
                                                               kb_dtype dt, int np, float *sc, size_t lds,
                                                               float *mx, const int G) {
@@ -1020,43 +1033,56 @@ static inline __attribute__((always_inline)) void hyb_pages_g(const char *const 
     __m512 vmx[8];
 #pragma GCC unroll 8
     for (int g = 0; g < G; g++) vmx[g] = _mm512_set1_ps(-INFINITY);
-    /* the rows are short streams (np elements each): start all of them */
-    for (int t = 0; t < r; t++)
-        for (size_t o = 0; o < 256 && o < (size_t)np * esz; o += 64) _mm_prefetch(rowp[t] + o, _MM_HINT_T0);
-    /* each row's next line 64 pages ahead; long rows (SparQ's K copy: one
-     * page per slot) 512, where the nearer distance left ~3,000 of a
-     * select's ~12,000 cycles of page scores waiting (r = 2, 8K slots) */
-    const int ahead = np > 2048 ? 512 : 64;
-    for (int P0 = 0; P0 < np; P0 += 32) {
-        int nr = np - P0;
-        if (P0 + ahead < np)
-            for (int t = 0; t < r; t++) {
-                const char *row = rowp[t] + (size_t)(P0 + ahead) * esz;
-                _mm_prefetch(row, _MM_HINT_T0);
-                if (esz == 4) _mm_prefetch(row + 64, _MM_HINT_T0);
+    const int nst = (np + 31) / 32;       /* steps of 32 pages */
+    const size_t sb = (size_t)32 * esz;   /* bytes of a row per step: one or two lines */
+    const int ahead = KB_MAX(4, HYB_INFLIGHT / KB_MIN(HYB_BAND, r));
+    for (int t = 0; t < KB_MIN(HYB_BAND, r); t++)
+        for (size_t o = 0; o < (size_t)KB_MIN(ahead, nst) * sb; o += 64) _mm_prefetch(rowp[t] + o, _MM_HINT_T0);
+    for (int b0 = 0; b0 < r; b0 += HYB_BAND) {
+        const int b1 = KB_MIN(r, b0 + HYB_BAND), last = b1 == r;
+        for (int st = 0; st < nst; st++) {
+            const int P0 = st * 32, nr = np - P0;
+            int ps = st + ahead, p0 = b0, p1 = b1; /* the step to prefetch: this band's, or the next's */
+            if (ps >= nst) {
+                ps -= nst;
+                p0 = b1;
+                p1 = KB_MIN(r, b1 + HYB_BAND);
             }
-        __mmask16 m0 = nr >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nr) - 1);
-        __mmask16 m1 = nr >= 32 ? (__mmask16)0xffff : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
-        __m512 acc[8][2];
-#pragma GCC unroll 8
-        for (int g = 0; g < G; g++) acc[g][0] = acc[g][1] = _mm512_setzero_ps();
-        for (int t = 0; t < r; t++) {
-            __m512 v0 = sld16(dt, rowp[t], P0), v1 = sld16(dt, rowp[t], (size_t)P0 + 16);
+            if (ps < nst)
+                for (int t = p0; t < p1; t++)
+                    for (size_t o = 0; o < sb; o += 64) _mm_prefetch(rowp[t] + (size_t)ps * sb + o, _MM_HINT_T0);
+            __mmask16 m0 = nr >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nr) - 1);
+            __mmask16 m1 = nr >= 32 ? (__mmask16)0xffff : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+            __m512 acc[8][2];
 #pragma GCC unroll 8
             for (int g = 0; g < G; g++) {
-                __m512 qd = _mm512_set1_ps(qv[(size_t)t * G + g]);
-                acc[g][0] = _mm512_fmadd_ps(qd, v0, acc[g][0]);
-                acc[g][1] = _mm512_fmadd_ps(qd, v1, acc[g][1]);
+                if (b0 == 0) {
+                    acc[g][0] = acc[g][1] = _mm512_setzero_ps();
+                } else {
+                    acc[g][0] = _mm512_maskz_loadu_ps(m0, sc + (size_t)g * lds + P0);
+                    acc[g][1] = _mm512_maskz_loadu_ps(m1, sc + (size_t)g * lds + P0 + 16);
+                }
             }
-        }
+            for (int t = b0; t < b1; t++) {
+                __m512 v0 = sld16(dt, rowp[t], P0), v1 = sld16(dt, rowp[t], (size_t)P0 + 16);
 #pragma GCC unroll 8
-        for (int g = 0; g < G; g++) {
-            _mm512_mask_storeu_ps(sc + (size_t)g * lds + P0, m0, acc[g][0]);
-            _mm512_mask_storeu_ps(sc + (size_t)g * lds + P0 + 16, m1, acc[g][1]);
-            /* the running max of the real pages: max_ps(a, m) = a > m ? a : m
-             * (a NaN score is never taken), lanes past np keep m */
-            vmx[g] = _mm512_mask_max_ps(vmx[g], m0, acc[g][0], vmx[g]);
-            vmx[g] = _mm512_mask_max_ps(vmx[g], m1, acc[g][1], vmx[g]);
+                for (int g = 0; g < G; g++) {
+                    __m512 qd = _mm512_set1_ps(qv[(size_t)t * G + g]);
+                    acc[g][0] = _mm512_fmadd_ps(qd, v0, acc[g][0]);
+                    acc[g][1] = _mm512_fmadd_ps(qd, v1, acc[g][1]);
+                }
+            }
+#pragma GCC unroll 8
+            for (int g = 0; g < G; g++) {
+                _mm512_mask_storeu_ps(sc + (size_t)g * lds + P0, m0, acc[g][0]);
+                _mm512_mask_storeu_ps(sc + (size_t)g * lds + P0 + 16, m1, acc[g][1]);
+                /* the running max of the real pages (last band): max_ps(a, m) =
+                 * a > m ? a : m (a NaN score is never taken), lanes past np keep m */
+                if (last) {
+                    vmx[g] = _mm512_mask_max_ps(vmx[g], m0, acc[g][0], vmx[g]);
+                    vmx[g] = _mm512_mask_max_ps(vmx[g], m1, acc[g][1], vmx[g]);
+                }
+            }
         }
     }
 #pragma GCC unroll 8

@@ -9,6 +9,7 @@
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "kernels/select.h"
@@ -435,6 +436,179 @@ static void test_snapkv_scores_and_gather(void) {
     }
 }
 
+/* The vector paths' promised values, bit for bit, against arithmetic
+ * written out here (select_cpu.c's comments): each page score is an FMA
+ * chain over the chosen dims in ascending order, the softmax divides by tau,
+ * subtracts the max, takes the exp of simd_exp512 / simd_exp256 (written out
+ * with fmaf) and sums in double in the path's lanes (below), the group
+ * score is the heads' weights summed from 0 in head order times 1/G;
+ * QUEST's bound is the ascending sum of max(q a, q b) in f32. Tolerance 0:
+ * these are the orders of operations the kernels promise, and an equal
+ * order gives equal pages equal scores, which the top-k's tie rule relies
+ * on. Here for the AVX-512 path (16 lanes); test_select_avx2.c includes this
+ * file with select_cpu.c's AVX2 path compiled in (SEL_AVX2, 8 lanes). */
+#if defined(__AVX512F__)
+#define HX_LANES 16
+#elif SEL_AVX2
+#define HX_LANES 8
+#endif
+#ifdef HX_LANES
+static int same_bits(float a, float b) { return !memcmp(&a, &b, sizeof a); }
+
+/* The exp of simd_exp256 / simd_exp512 (simd.h) written out for one lane,
+ * with their FMAs as fmaf (simd_exp1 rounds each product apart). */
+static float exp_fma(float v) {
+    if (!(v > -87.33f)) return 0.0f;
+    v = v < 88.7f ? v : 88.7f;
+    float nn = nearbyintf(v * 1.44269504088896341f);
+    float r = fmaf(-nn, 0.693145751953125f, v);
+    r = fmaf(-nn, 1.428606765330187045e-06f, r);
+    float e = 1.9875691500e-4f;
+    e = fmaf(e, r, 1.3981999507e-3f);
+    e = fmaf(e, r, 8.3334519073e-3f);
+    e = fmaf(e, r, 4.1665795894e-2f);
+    e = fmaf(e, r, 1.6666665459e-1f);
+    e = fmaf(e, r, 5.0000001201e-1f);
+    e = fmaf(e * r, r, r + 1.0f);
+    uint32_t bits;
+    memcpy(&bits, &e, 4);
+    bits += (uint32_t)(int32_t)nn << 23;
+    memcpy(&e, &bits, 4);
+    return e;
+}
+
+/* kb_cpu_hybrid_scores against its promised arithmetic (header comment),
+ * over the shapes of test_hybrid_scores plus long streams (several prefetch
+ * distances, the p == 1 K copy) and every G of the compile-time instances. */
+static void test_hybrid_exact(void) {
+    for (int trial = 0; trial < 90; trial++) {
+        int D = trial % 7 == 6 ? 40 : 16 * (1 + trial % 4), p = 1 + trial % 4, G = 1 + trial % 8;
+        int n = trial % 10 == 3 ? 2500 + (int)(check_urand() * 3000) : 1 + (int)(check_urand() * 400);
+        int r = 1 + (int)(check_urand() * D);
+        kb_kvstream s;
+        fill_stream(&s, n, D, trial % 3 == 0 ? KB_F32 : trial % 3 == 1 ? KB_F16 : KB_BF16);
+        kb_pages pg;
+        pages_init(&pg, p, D);
+        pages_sync(&pg, &s, &kb_kernels_ref); /* summaries from the reference */
+        float *q = malloc((size_t)G * D * sizeof(float));
+        for (int i = 0; i < G * D; i++) q[i] = nrand();
+        if (trial % 9 == 4) /* duplicated pages: equal scores */
+            for (int d = 0; d < D; d++) {
+                float v = kb_elem_get(pg.kmax, pg.dt, (size_t)d * pg.cap);
+                for (int P = 1; P < pages_count(&pg); P += 2) kb_elem_set(pg.kmax, pg.dt, (size_t)d * pg.cap + P, v);
+                v = kb_elem_get(pg.kmin, pg.dt, (size_t)d * pg.cap);
+                for (int P = 1; P < pages_count(&pg); P += 2) kb_elem_set(pg.kmin, pg.dt, (size_t)d * pg.cap + P, v);
+            }
+        int np = (n + p - 1) / p, last_cnt = n - (np - 1) * p;
+        float *b = malloc((size_t)np * sizeof(float)), *wb = malloc((size_t)G * np * sizeof(float));
+        float *want = calloc((size_t)np, sizeof(float)), *ww = malloc((size_t)G * np * sizeof(float));
+        float *x = malloc((size_t)np * sizeof(float));
+        int32_t dr[64], db[64];
+        float *rw = malloc((size_t)np * sizeof(float));
+        /* the chosen dims: the reference's (checked equal in test_select) */
+        kb_ref_hybrid_scores(q, G, D, r, pg.kmax, pg.kmin, pg.cap, &s, n, p, rw, NULL, dr);
+        kb_cpu_hybrid_scores(q, G, D, r, pg.kmax, pg.kmin, pg.cap, &s, n, p, b, wb, db);
+        CHECK_MSG(same_idx(dr, r, db, r), "exact: dims D=%d r=%d", D, r);
+        for (int g = 0; g < G; g++) {
+            const float *qg = q + (size_t)g * D;
+            for (int P = 0; P < np; P++) {
+                float acc = 0;
+                for (int t = 0; t < r; t++) {
+                    int d = dr[t];
+                    double sum = 0;
+                    for (int h = 0; h < G; h++) sum += q[(size_t)h * D + d];
+                    acc = fmaf(qg[d], kb_elem_get(sum > 0 ? pg.kmax : pg.kmin, pg.dt, (size_t)d * pg.cap + P), acc);
+                }
+                x[P] = acc;
+            }
+            float tau = kb_hybrid_temperature(qg, D, dr, r), mx = -INFINITY;
+            for (int P = 0; P < np; P++) {
+                x[P] /= tau;
+                mx = x[P] > mx ? x[P] : mx;
+            }
+            double sum = 0;
+            for (int P = 0; P < np; P++) x[P] = exp_fma(x[P] - mx);
+            /* the vector path's order: HX_LANES lanes over the whole
+             * vectors below np - 1, then the rest in ascending P. AVX2:
+             * (l0+l4 + l1+l5) + (l2+l6 + l3+l7); AVX-512: c_j = l_j + l_j+8
+             * (its two accumulators), then _mm512_reduce_add_pd's
+             * (c0+c4 + c2+c6) + (c1+c5 + c3+c7). (Sums of a few hundred
+             * floats in double are exact unless their magnitudes spread
+             * over ~2^29, so another order of addition rarely shows here.) */
+            double lane[16] = {0};
+            int nbv = (np - 1) / HX_LANES;
+            for (int bv = 0; bv < nbv; bv++)
+                for (int j = 0; j < HX_LANES; j++) lane[j] += x[HX_LANES * bv + j];
+            if (HX_LANES == 8) {
+                sum = ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+            } else {
+                double c[8];
+                for (int j = 0; j < 8; j++) c[j] = lane[j] + lane[j + 8];
+                sum = ((c[0] + c[4]) + (c[2] + c[6])) + ((c[1] + c[5]) + (c[3] + c[7]));
+            }
+            for (int P = nbv * HX_LANES; P < np - 1; P++) sum += x[P];
+            float inv = (float)(1.0 / (sum * p + (double)x[np - 1] * last_cnt));
+            for (int P = 0; P < np; P++) ww[(size_t)g * np + P] = x[P] * inv;
+        }
+        for (int P = 0; P < np; P++) {
+            float acc = 0;
+            for (int g = 0; g < G; g++) acc += ww[(size_t)g * np + P];
+            want[P] = acc * (1.0f / G);
+        }
+        int ok = 1, first = -1;
+        for (int P = 0; P < np; P++) {
+            int e = same_bits(b[P], want[P]);
+            for (int g = 0; g < G; g++) e &= same_bits(wb[(size_t)g * np + P], ww[(size_t)g * np + P]);
+            if (!e && first < 0) first = P;
+            ok &= e;
+        }
+        CHECK_MSG(ok, "exact: hybrid scores G=%d D=%d p=%d n=%d r=%d dt=%d: page %d %.9g vs %.9g", G, D, p, n, r,
+                  (int)pg.dt, first, first >= 0 ? b[first] : 0, first >= 0 ? want[first] : 0);
+        if (trial % 9 == 4)
+            for (int P = 1; P < np; P += 2) CHECK_MSG(b[P] == b[0], "exact: equal pages P=%d", P);
+        free(q);
+        free(b);
+        free(wb);
+        free(want);
+        free(ww);
+        free(x);
+        free(rw);
+        pages_free(&pg);
+        kvstream_free(&s);
+    }
+}
+
+static void test_quest_exact(void) {
+    for (int trial = 0; trial < 30; trial++) {
+        int D = 8 + 8 * (trial % 8), p = 1 + trial % 5, n = 1 + (int)(check_urand() * (trial % 4 ? 300 : 3000));
+        kb_kvstream s;
+        fill_stream(&s, n, D, trial % 3 == 0 ? KB_F32 : trial % 3 == 1 ? KB_F16 : KB_BF16);
+        kb_pages pg;
+        pages_init(&pg, p, D);
+        pages_sync(&pg, &s, &kb_kernels_ref);
+        int np = pages_count(&pg);
+        float q[64], *out = malloc((size_t)(np + 1) * sizeof(float));
+        for (int d = 0; d < D; d++) q[d] = nrand();
+        out[np] = 12345.0f; /* not written past npages */
+        kb_cpu_quest_scores(q, D, pg.kmax, pg.kmin, pg.dt, pg.cap, np, out);
+        int ok = 1;
+        for (int P = 0; P < np; P++) {
+            float acc = 0;
+            for (int d = 0; d < D; d++) {
+                float a = q[d] * kb_elem_get(pg.kmax, pg.dt, (size_t)d * pg.cap + P);
+                float c = q[d] * kb_elem_get(pg.kmin, pg.dt, (size_t)d * pg.cap + P);
+                acc += a > c ? a : c;
+            }
+            ok &= same_bits(out[P], acc);
+        }
+        CHECK_MSG(ok && out[np] == 12345.0f, "exact: quest D=%d p=%d n=%d", D, p, n);
+        free(out);
+        pages_free(&pg);
+        kvstream_free(&s);
+    }
+}
+#endif
+
 int main(void) {
     test_topk();
     test_topk_pages();
@@ -445,6 +619,10 @@ int main(void) {
     test_hybrid_scores_negative();
     test_hybrid_dims_ties();
     test_snapkv_scores_and_gather();
+#ifdef HX_LANES
+    test_hybrid_exact();
+    test_quest_exact();
+#endif
     CHECK(kernels_get() != NULL);
     CHECK(kb_kernels_ref.topk == kb_ref_topk && kb_kernels_cpu.topk == kb_cpu_topk);
     return check_summary("select");
