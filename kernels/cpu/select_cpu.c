@@ -1020,11 +1020,12 @@ static void topk_small_double(const double *x, int D, int r, int32_t *out) {
  * order per lane, so the same bits), the last band takes the running max,
  * and the software prefetch runs `ahead` steps ahead in band order, about
  * HYB_INFLIGHT lines. On the 2-core Xeon (cold summaries, select_cold) this
- * took a RocketKV select's page pass at 8K / B = 256 from ~11,000 to ~9,900
- * TSC cycles (all rows at once, each row's next line 64 pages ahead, before),
- * 0.37x for 2158 pages of the 8B geometry; 44 lines in flight (the AVX2
- * choice) gave 0.93-0.95x, 96 0.89-0.91x, 192 0.95x, 300 1.27x; bands of
- * 6-33 rows were no better than 11 (PERFORMANCE.md). */
+ * took kb_cpu_hybrid_scores for a RocketKV select at 8K / B = 256 from
+ * ~11,000 to ~9,900 TSC cycles (before: all rows at once, each row's next
+ * line 64 pages ahead), and 0.37x for 2158 pages of the 8B geometry. With
+ * 44 lines in flight (the AVX2 choice) the ratio was 0.92-0.96x, 96
+ * 0.89-0.91x, 192 0.95x, 300 1.27x; bands of 6-33 rows were no better than
+ * 11 (PERFORMANCE.md, "The Xeon again"). */
 enum { HYB_BAND = 11, HYB_INFLIGHT = 96 };
 static inline __attribute__((always_inline)) void hyb_pages_g(const char *const *rowp, const float *qv, int r,
                                                               kb_dtype dt, int np, float *sc, size_t lds,
