@@ -1004,6 +1004,34 @@ static void topk_small_double(const double *x, int D, int r, int32_t *out) {
 
 /* ---- hybrid approximate scores ---- */
 
+#if defined(__AVX512F__) || SEL_AVX2
+/* The banded page passes' software prefetch (both vector paths, below): a
+ * row is sb bytes per step of nst steps, bands are HYB_BAND rows, and the
+ * prefetch runs `ahead` steps ahead in band order, about `inflight` lines.
+ * hyb_prefetch_start asks for the first band's first steps and returns
+ * `ahead`; hyb_prefetch_step, at step st of band [b0, b1), asks for step
+ * st + ahead of this band, or past its end for the next band's. */
+enum { HYB_BAND = 11 };
+static inline int hyb_prefetch_start(const char *const *rowp, int r, int inflight, int nst, size_t sb) {
+    const int ahead = KB_MAX(4, inflight / KB_MIN(HYB_BAND, r));
+    for (int t = 0; t < KB_MIN(HYB_BAND, r); t++)
+        for (size_t o = 0; o < (size_t)KB_MIN(ahead, nst) * sb; o += 64) _mm_prefetch(rowp[t] + o, _MM_HINT_T0);
+    return ahead;
+}
+static inline void hyb_prefetch_step(const char *const *rowp, int r, int b0, int b1, int st, int ahead, int nst,
+                                     size_t sb) {
+    int ps = st + ahead, p0 = b0, p1 = b1;
+    if (ps >= nst) {
+        ps -= nst;
+        p0 = b1;
+        p1 = KB_MIN(r, b1 + HYB_BAND);
+    }
+    if (ps < nst)
+        for (int t = p0; t < p1; t++)
+            for (size_t o = 0; o < sb; o += 64) _mm_prefetch(rowp[t] + (size_t)ps * sb + o, _MM_HINT_T0);
+}
+#endif
+
 #if defined(__AVX512F__)
 /* Page scores from dim-major summaries (with p == 1, K itself, one page per
  * slot): for each chosen dim d (ascending), the row of Kmax (group sign +)
@@ -1026,7 +1054,7 @@ static void topk_small_double(const double *x, int D, int r, int32_t *out) {
  * 44 lines in flight (the AVX2 choice) the ratio was 0.92-0.96x, 96
  * 0.89-0.91x, 192 0.95x, 300 1.27x; bands of 6-33 rows were no better than
  * 11 (PERFORMANCE.md, "The Xeon again"). */
-enum { HYB_BAND = 11, HYB_INFLIGHT = 96 };
+enum { HYB_INFLIGHT = 96 };
 static inline __attribute__((always_inline)) void hyb_pages_g(const char *const *rowp, const float *qv, int r,
                                                               kb_dtype dt, int np, float *sc, size_t lds,
                                                               float *mx, const int G) {
@@ -1036,22 +1064,12 @@ static inline __attribute__((always_inline)) void hyb_pages_g(const char *const 
     for (int g = 0; g < G; g++) vmx[g] = _mm512_set1_ps(-INFINITY);
     const int nst = (np + 31) / 32;       /* steps of 32 pages */
     const size_t sb = (size_t)32 * esz;   /* bytes of a row per step: one or two lines */
-    const int ahead = KB_MAX(4, HYB_INFLIGHT / KB_MIN(HYB_BAND, r));
-    for (int t = 0; t < KB_MIN(HYB_BAND, r); t++)
-        for (size_t o = 0; o < (size_t)KB_MIN(ahead, nst) * sb; o += 64) _mm_prefetch(rowp[t] + o, _MM_HINT_T0);
+    const int ahead = hyb_prefetch_start(rowp, r, HYB_INFLIGHT, nst, sb);
     for (int b0 = 0; b0 < r; b0 += HYB_BAND) {
         const int b1 = KB_MIN(r, b0 + HYB_BAND), last = b1 == r;
         for (int st = 0; st < nst; st++) {
             const int P0 = st * 32, nr = np - P0;
-            int ps = st + ahead, p0 = b0, p1 = b1; /* the step to prefetch: this band's, or the next's */
-            if (ps >= nst) {
-                ps -= nst;
-                p0 = b1;
-                p1 = KB_MIN(r, b1 + HYB_BAND);
-            }
-            if (ps < nst)
-                for (int t = p0; t < p1; t++)
-                    for (size_t o = 0; o < sb; o += 64) _mm_prefetch(rowp[t] + (size_t)ps * sb + o, _MM_HINT_T0);
+            hyb_prefetch_step(rowp, r, b0, b1, st, ahead, nst, sb);
             __mmask16 m0 = nr >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nr) - 1);
             __mmask16 m1 = nr >= 32 ? (__mmask16)0xffff : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
             __m512 acc[8][2];
@@ -1137,7 +1155,7 @@ static void hyb_pages512(const float *q, int G, int D, const int32_t *dims, int 
  * 33-66 lines at a time; with cold caches on the AMD EPYC (Zen 3) the bands
  * took the page pass + top-k 6-9% less time at 8K / B = 256 and 2.3-2.7x
  * less for 2726 pages (scripts/microbench/select_cold.c, PERFORMANCE.md). */
-enum { HYB_BAND = 11, HYB_INFLIGHT = 44 };
+enum { HYB_INFLIGHT = 44 };
 static inline __attribute__((always_inline)) void hyb_pages_g8(const char *const *rowp, const float *qv, int r,
                                                                kb_dtype dt, int np, float *sc, size_t lds,
                                                                float *mx, const int G, const int W) {
@@ -1153,22 +1171,12 @@ static inline __attribute__((always_inline)) void hyb_pages_g8(const char *const
      * asked for at 2-4 steps in a row and lies 2 or 1 lines ahead; asking
      * once per line and twice as far ahead measured 1.00-1.06x the time
      * (Llama's G 4, D 128, r 60-75), so the simpler form stays */
-    const int ahead = KB_MAX(4, HYB_INFLIGHT / KB_MIN(HYB_BAND, r));
-    for (int t = 0; t < KB_MIN(HYB_BAND, r); t++)
-        for (size_t o = 0; o < (size_t)KB_MIN(ahead, nst) * sb; o += 64) _mm_prefetch(rowp[t] + o, _MM_HINT_T0);
+    const int ahead = hyb_prefetch_start(rowp, r, HYB_INFLIGHT, nst, sb);
     for (int b0 = 0; b0 < r; b0 += HYB_BAND) {
         const int b1 = KB_MIN(r, b0 + HYB_BAND), last = b1 == r;
         for (int st = 0; st < nst; st++) {
             const int P0 = st * step, nr = np - P0;
-            int ps = st + ahead, p0 = b0, p1 = b1; /* the step to prefetch: this band's, or the next's */
-            if (ps >= nst) {
-                ps -= nst;
-                p0 = b1;
-                p1 = KB_MIN(r, b1 + HYB_BAND);
-            }
-            if (ps < nst)
-                for (int t = p0; t < p1; t++)
-                    for (size_t o = 0; o < sb; o += 64) _mm_prefetch(rowp[t] + (size_t)ps * sb + o, _MM_HINT_T0);
+            hyb_prefetch_step(rowp, r, b0, b1, st, ahead, nst, sb);
             /* vectors past the last real page (w > 0, nr <= 8 w) are
              * neither loaded from sc nor stored: sc rows end at pad16(np) */
             __m256 acc[8][4];
