@@ -1,22 +1,31 @@
-/* attn_pf.c - the AVX2 decode attention's prefetch distance, A/B in one
+/* attn_pf.c - the decode attention's prefetch distance, A/B in one
  * process: scripts/microbench/attn_pf.sh builds kernels/cpu/attn_cpu.c with
- * DEC_PF_ROWS2 = the variable kb_pf_rows, and this program runs rounds of
- * the same attention calls with each distance given, alternated:
- *   build/attn_pf ROUNDS ROWS...      e.g. build/attn_pf 20 32 12 24 16
+ * DEC_PF_ROWS2 (AVX2: rows ahead) and DEC_PF_BYTES (AVX-512: bytes ahead)
+ * = the variable kb_pf_rows, and this program runs rounds of the same
+ * attention calls with each distance given, alternated:
+ *   build/attn_pf ROUNDS DIST...      e.g. build/attn_pf 20 32 12 24 16 (AVX2)
+ *                                          build/attn_pf 20 4096 8192 (AVX-512)
  * Environment: L H G D N (layers, KV heads, query heads per KV head, head
  * dim, rows per head; default SmolLM2 at 8K: 30 3 3 64 8176), GK = k > 0
  * for gathered attention instead of dense (k random rows of N per head, the
  * 90 calls on two OpenMP threads as the decode's select job runs them,
  * after a 96 MB read per round). Prints the median and min per distance
- * (TSC at 2.445 GHz, the AMD EPYC of docs/PERFORMANCE.md; GB/s of K+V). Not
- * part of the build or the tests. */
+ * (ms from the TSC, its rate measured against CLOCK_MONOTONIC at the start;
+ * GB/s of K+V). Not part of the build or the tests. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <math.h>
+#include <time.h>
 #include <x86intrin.h>
 #include "kernels/kernels.h"
 #include "kernels/kvstream.h"
-int kb_pf_rows = 12; /* DEC_PF_ROWS2 of the attn_cpu.c built beside this file */
+int kb_pf_rows = 12; /* DEC_PF_ROWS2 / DEC_PF_BYTES of the attn_cpu.c built beside this file */
+static double now_s(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return ts.tv_sec + 1e-9 * ts.tv_nsec; }
+static double tsc_per_ms(void) { /* 200 ms of TSC against the monotonic clock */
+    double w0 = now_s(); unsigned long long c0 = __rdtsc();
+    while (now_s() - w0 < 0.2) {}
+    return (double)(__rdtsc() - c0) / ((now_s() - w0) * 1e3);
+}
 static int cmpd(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return x < y ? -1 : x > y; }
 int main(int argc, char **argv) {
     int L = getenv("L") ? atoi(getenv("L")) : 30, H = getenv("H") ? atoi(getenv("H")) : 3, G = getenv("G") ? atoi(getenv("G")) : 3, D = getenv("D") ? atoi(getenv("D")) : 64, n = getenv("N") ? atoi(getenv("N")) : 8176, rounds = argc > 1 ? atoi(argv[1]) : 10;
@@ -44,7 +53,7 @@ int main(int argc, char **argv) {
     for (int l = 0; l < L * H; l++) { int c = 0; for (int j = 0; j < n && c < gk; j++) if (rand() % (n - j) < gk - c) gidx[(size_t)l * gk + c++] = j; }
     /* flush between rounds: a 96 MB buffer read */
     size_t fw = 96u << 20; char *fb = malloc(fw); for (size_t i = 0; i < fw; i++) fb[i] = (char)i;
-    double *t = malloc(sizeof(double) * rounds * nv);
+    double *t = malloc(sizeof(double) * rounds * nv), tpm = tsc_per_ms();
     for (int r = 0; r < rounds; r++)
         for (int a = 0; a < nv; a++) {
             kb_pf_rows = pfs[a];
@@ -54,12 +63,12 @@ int main(int argc, char **argv) {
                 _Pragma("omp parallel for num_threads(2) schedule(dynamic)")
                 for (int l = 0; l < L * H; l++) kk->attn_gather(q, G, &s[l], gidx + (size_t)l * gk, gk, 0.125f, out + (size_t)l * G * D); }
             else for (int l = 0; l < L; l++) kb_attn_dense_heads(kk, q, H, G, &s[l * H], 0.125f, out);
-            t[a * rounds + r] = (__rdtsc() - t0) / 2.445e6 /* ms */;
+            t[a * rounds + r] = (__rdtsc() - t0) / tpm /* ms */;
         }
     double bytes = (double)L * H * (gk ? gk : n) * 2 * D * 2;
     for (int a = 0; a < nv; a++) {
         qsort(t + a * rounds, rounds, sizeof(double), cmpd);
-        printf("rows ahead %3d: median %.2f ms (%.1f GB/s) min %.2f\n", pfs[a], t[a * rounds + rounds / 2], bytes / t[a * rounds + rounds / 2] / 1e6, t[a * rounds]);
+        printf("distance %5d: median %.2f ms (%.1f GB/s) min %.2f\n", pfs[a], t[a * rounds + rounds / 2], bytes / t[a * rounds + rounds / 2] / 1e6, t[a * rounds]);
     }
     return 0;
 }
