@@ -75,6 +75,24 @@ class LlamaRef:
         out[..., 1::2] = x0 * s + x1 * c
         return out
 
+    def attention(self, q, k, v, G, block=256):
+        """Causal softmax attention [n, Hq, D] of q [n, Hq, D] over k, v [n, Hkv, D].
+        Query rows go in blocks: a block of rows [i0, i1) scores only the keys
+        [0, i1) (those past row i masked to -inf), so the masked upper triangle,
+        whose weights are exactly 0, is mostly never computed."""
+        n, Hq, D = q.shape
+        att = np.empty((n, Hq, D))
+        for i0 in range(0, n, block):
+            i1 = min(n, i0 + block)
+            mask = np.triu(np.full((i1 - i0, i1), -np.inf), i0 + 1)
+            for hq in range(Hq):
+                kh = hq // G
+                s = q[i0:i1, hq, :] @ k[:i1, kh, :].T / np.sqrt(D) + mask
+                s = np.exp(s - s.max(axis=1, keepdims=True))
+                s /= s.sum(axis=1, keepdims=True)
+                att[i0:i1, hq, :] = s @ v[:i1, kh, :]
+        return att
+
     def forward(self, tokens, kv_dtype="f16"):
         """Logits [n, vocab] of every position of `tokens` (causal, from position 0)."""
         tokens = np.asarray(tokens, dtype=np.int64)
@@ -83,7 +101,6 @@ class LlamaRef:
         D, Hq, Hkv = self.head_dim, self.n_head, self.n_head_kv
         G = Hq // Hkv
         x = self.W("token_embd.weight")[tokens]
-        mask = np.triu(np.full((n, n), -np.inf), 1)
         for l in range(self.n_layer):
             b = f"blk.{l}."
             h = self.rmsnorm(x, self.W(b + "attn_norm.weight"))
@@ -94,13 +111,7 @@ class LlamaRef:
             if kv_dtype == "f16":
                 k = k.astype(np.float16).astype(np.float64)
                 v = v.astype(np.float16).astype(np.float64)
-            att = np.empty((n, Hq, D))
-            for hq in range(Hq):
-                kh = hq // G
-                s = q[:, hq, :] @ k[:, kh, :].T / np.sqrt(D) + mask
-                s = np.exp(s - s.max(axis=1, keepdims=True))
-                s /= s.sum(axis=1, keepdims=True)
-                att[:, hq, :] = s @ v[:, kh, :]
+            att = self.attention(q, k, v, G)
             x = x + att.reshape(n, Hq * D) @ self.W(b + "attn_output.weight").T
             h = self.rmsnorm(x, self.W(b + "ffn_norm.weight"))
             g = h @ self.W(b + "ffn_gate.weight").T
