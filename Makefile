@@ -9,7 +9,8 @@
 #   plots          kvbench plot RUN=results/<run>
 #   fuzz           run every fuzz target for a bounded time (clang libFuzzer)
 #   clean
-# Variables: BUILD (output dir), OPT (optimisation flags), WERROR=1 (CI), CC.
+# Variables: BUILD (output dir), OPT (optimisation flags), WERROR=1 (CI), CC,
+# JOBS (parallel compile jobs of test / sanitize; default: the machine's cores).
 
 BUILD  ?= build
 CC     ?= gcc
@@ -25,6 +26,8 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TEST_SUPPORT := $(wildcard tests/unit/support/*.c)
+TEST_SUPPORT_OBJ := $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o)
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
 MODEL_FILE := models/SmolLM2-135M-Instruct.Q4_1.gguf
 
@@ -52,9 +55,12 @@ $(BUILD)/libkvbench.a: $(LIB_OBJ)
 $(BUILD)/kvbench: $(BUILD)/obj/harness/main.o $(BUILD)/libkvbench.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(TEST_SUPPORT) $(BUILD)/libkvbench.a
+# the tests' shared support code is compiled once, not into every test binary
+$(TEST_SUPPORT_OBJ): CFLAGS += -Itests/unit
+
+$(BUILD)/tests/%: tests/unit/%.c $(TEST_SUPPORT_OBJ) $(BUILD)/libkvbench.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -Itests/unit $< $(TEST_SUPPORT) $(BUILD)/libkvbench.a -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -Itests/unit $< $(TEST_SUPPORT_OBJ) $(BUILD)/libkvbench.a -o $@ $(LDLIBS)
 
 tests: $(TEST_BIN)
 
@@ -66,7 +72,7 @@ model:
 
 # The README's test command: set-up from nothing, then every test.
 test: deps model
-	@$(MAKE) --no-print-directory check
+	@$(MAKE) --no-print-directory -j$(JOBS) check
 
 check: all tests
 	@bash tests/run.sh $(BUILD)
@@ -74,7 +80,7 @@ check: all tests
 sanitize:
 	@$(MAKE) --no-print-directory BUILD=build-san OPT="-O1 -march=native" \
 	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-	  check
+	  -j$(JOBS) check
 
 bench: all model
 	$(BUILD)/kvbench bench engine -m $(MODEL_FILE)
@@ -90,4 +96,4 @@ fuzz:
 clean:
 	rm -rf build build-san build-fuzz
 
--include $(LIB_OBJ:.o=.d) $(BUILD)/obj/harness/main.d $(TEST_BIN:=.d)
+-include $(LIB_OBJ:.o=.d) $(BUILD)/obj/harness/main.d $(TEST_BIN:=.d) $(TEST_SUPPORT_OBJ:.o=.d)
