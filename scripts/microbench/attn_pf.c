@@ -10,22 +10,13 @@
  * for gathered attention instead of dense (k random rows of N per head, the
  * 90 calls on two OpenMP threads as the decode's select job runs them,
  * after a 96 MB read per round). Prints the median and min per distance
- * (ms from the TSC, its rate measured against CLOCK_MONOTONIC at the start;
- * GB/s of K+V). Not part of the build or the tests. */
+ * (ms by kb_now, the monotonic clock; GB/s of K+V). Not part of the build or the tests. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <math.h>
-#include <time.h>
-#include <x86intrin.h>
 #include "kernels/kernels.h"
 #include "kernels/kvstream.h"
 int kb_pf_rows = 12; /* DEC_PF_ROWS2 / DEC_PF_BYTES of the attn_cpu.c built beside this file */
-static double now_s(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return ts.tv_sec + 1e-9 * ts.tv_nsec; }
-static double tsc_per_ms(void) { /* 200 ms of TSC against the monotonic clock */
-    double w0 = now_s(); unsigned long long c0 = __rdtsc();
-    while (now_s() - w0 < 0.2) {}
-    return (double)(__rdtsc() - c0) / ((now_s() - w0) * 1e3);
-}
 static int cmpd(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return x < y ? -1 : x > y; }
 int main(int argc, char **argv) {
     int L = getenv("L") ? atoi(getenv("L")) : 30, H = getenv("H") ? atoi(getenv("H")) : 3, G = getenv("G") ? atoi(getenv("G")) : 3, D = getenv("D") ? atoi(getenv("D")) : 64, n = getenv("N") ? atoi(getenv("N")) : 8176, rounds = argc > 1 ? atoi(argv[1]) : 10;
@@ -53,17 +44,17 @@ int main(int argc, char **argv) {
     for (int l = 0; l < L * H; l++) { int c = 0; for (int j = 0; j < n && c < gk; j++) if (rand() % (n - j) < gk - c) gidx[(size_t)l * gk + c++] = j; }
     /* flush between rounds: a 96 MB buffer read */
     size_t fw = 96u << 20; char *fb = malloc(fw); for (size_t i = 0; i < fw; i++) fb[i] = (char)i;
-    double *t = malloc(sizeof(double) * rounds * nv), tpm = tsc_per_ms();
+    double *t = malloc(sizeof(double) * rounds * nv);
     for (int r = 0; r < rounds; r++)
         for (int a = 0; a < nv; a++) {
             kb_pf_rows = pfs[a];
             if (gk) { volatile long sum = 0; for (size_t i = 0; i < fw; i += 64) sum += fb[i]; }
-            unsigned long long t0 = __rdtsc();
+            double t0 = kb_now();
             if (gk) {
                 _Pragma("omp parallel for num_threads(2) schedule(dynamic)")
                 for (int l = 0; l < L * H; l++) kk->attn_gather(q, G, &s[l], gidx + (size_t)l * gk, gk, 0.125f, out + (size_t)l * G * D); }
             else for (int l = 0; l < L; l++) kb_attn_dense_heads(kk, q, H, G, &s[l * H], 0.125f, out);
-            t[a * rounds + r] = (__rdtsc() - t0) / tpm /* ms */;
+            t[a * rounds + r] = (kb_now() - t0) * 1e3 /* ms */;
         }
     double bytes = (double)L * H * (gk ? gk : n) * 2 * D * 2;
     for (int a = 0; a < nv; a++) {
