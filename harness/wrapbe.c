@@ -3,30 +3,6 @@
 
 #include <stdlib.h>
 
-/* Both wrappers hold the inner backend first: prepare passes through to
- * it unobserved (it changes no result). */
-static int pass_prepare_tasks(void *ctx, int layer) {
-    const kb_attn_backend *in = ctx;
-    return in->prepare_tasks(in->ctx, layer);
-}
-
-static void pass_prepare(void *ctx, int layer, int task, const float *q, kb_warm *w) {
-    const kb_attn_backend *in = ctx;
-    in->prepare(in->ctx, layer, task, q, w);
-}
-
-static void pass_prepare_done(void *ctx, int layer, const float *q, double busy) {
-    const kb_attn_backend *in = ctx;
-    in->prepare_done(in->ctx, layer, q, busy);
-}
-
-static void pass_prepare_set(kb_attn_backend *be, const kb_attn_backend *inner) {
-    if (!inner->prepare_tasks) return;
-    be->prepare_tasks = pass_prepare_tasks;
-    be->prepare = pass_prepare;
-    be->prepare_done = pass_prepare_done;
-}
-
 static int tr_prefill(void *ctx, int layer, int n, const int32_t *pos, const float *Q,
                       const float *K, const float *V, float *out, kb_err *err) {
     kb_trace_be *w = ctx;
@@ -40,12 +16,10 @@ static void tr_decode(void *ctx, int layer, int32_t pos, const float *q, const f
     if (layer == w->t->layer) trace_add_step(w->t, q, k, v);
 }
 
-
 kb_attn_backend trace_be_wrap(kb_trace_be *w, kb_attn_backend inner, kb_trace *t) {
     w->inner = inner;
     w->t = t;
-    kb_attn_backend be = {w, tr_prefill, tr_decode, NULL, NULL, NULL};
-    pass_prepare_set(&be, &inner);
+    kb_attn_backend be = {w, tr_prefill, tr_decode};
     return be;
 }
 
@@ -77,7 +51,6 @@ static void fid_decode(void *ctx, int layer, int32_t pos, const float *q, const 
     w->n++;
 }
 
-
 kb_attn_backend fid_be_wrap(kb_fid_be *w, kb_attn_backend inner, kb_methodset *ms,
                             const kb_prefill *pf) {
     memset(w, 0, sizeof *w);
@@ -92,8 +65,7 @@ kb_attn_backend fid_be_wrap(kb_fid_be *w, kb_attn_backend inner, kb_methodset *m
         kvstream_init(&w->full[i], pf->kv[i].dtype, pf->D, pf->kv[i].n + 256);
         kvstream_copy(&w->full[i], &pf->kv[i]);
     }
-    kb_attn_backend be = {w, fid_prefill, fid_decode, NULL, NULL, NULL};
-    pass_prepare_set(&be, &inner);
+    kb_attn_backend be = {w, fid_prefill, fid_decode};
     return be;
 }
 

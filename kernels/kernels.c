@@ -20,8 +20,6 @@ const kb_kernels kb_kernels_ref = {
     .page_minmax = kb_ref_page_minmax,
     .quest_scores = kb_ref_quest_scores,
     .hybrid_scores = kb_ref_hybrid_scores,
-    .hybrid_dims = kb_ref_hybrid_dims,
-    .hybrid_scores_dims = kb_ref_hybrid_scores_dims,
     .topk = kb_ref_topk,
     .topk_pages = kb_ref_topk_pages,
 };
@@ -37,8 +35,6 @@ const kb_kernels kb_kernels_cpu = {
     .page_minmax = kb_cpu_page_minmax,
     .quest_scores = kb_cpu_quest_scores,
     .hybrid_scores = kb_cpu_hybrid_scores,
-    .hybrid_dims = kb_cpu_hybrid_dims,
-    .hybrid_scores_dims = kb_cpu_hybrid_scores_dims,
     .topk = kb_cpu_topk,
     .topk_pages = kb_cpu_topk_pages,
     .attn_dense_heads = kb_cpu_attn_dense_heads,

@@ -81,17 +81,6 @@ typedef struct kb_kernels {
                           const void *kmin, int ld, const kb_kvstream *s, int n, int p,
                           float *page_score, float *head_w, int32_t *dims);
 
-    /* hybrid_scores in two parts, for a caller that knows q before it can
-     * score (methods/hybrid_core.c: the engine hands q over before it
-     * computes K and V). hybrid_dims: step 2 alone, the r dims ascending (the
-     * dims hybrid_scores returns). hybrid_scores_dims: steps 3-7 with those
-     * dims; hybrid_dims followed by hybrid_scores_dims gives hybrid_scores'
-     * outputs bit for bit. */
-    void (*hybrid_dims)(const float *q, int G, int D, int r, int32_t *dims);
-    void (*hybrid_scores_dims)(const float *q, int G, int D, int r, const int32_t *dims,
-                               const void *kmax, const void *kmin, int ld, const kb_kvstream *s,
-                               int n, int p, float *page_score, float *head_w);
-
     /* Top-k of x[0..n) in the deterministic order (higher first, ties to the
      * lower index); writes min(k, n) indices ascending; returns the count. */
     int (*topk)(const float *x, int n, int k, int32_t *idx);

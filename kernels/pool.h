@@ -31,8 +31,6 @@
 #ifndef KB_POOL_H
 #define KB_POOL_H
 
-#include <stdatomic.h>
-
 #define KB_POOL_THREADS_MAX 64
 
 typedef void (*kb_pool_fn)(void *ctx, int chunk, int worker);
@@ -40,10 +38,6 @@ typedef void (*kb_pool_fn)(void *ctx, int chunk, int worker);
 void kb_pool_run(int n, kb_pool_fn fn, void *ctx);
 /* Participants the next kb_pool_run from this thread would use (>= 1). */
 int kb_pool_threads(void);
-
-/* Inside a chunk: wait until *v >= want, set by a lower-numbered chunk
- * (pause-spin, then yield: the thread running it may be descheduled). */
-void kb_pool_wait_at_least(atomic_int *v, int want);
 
 /* Counters for tests and benchmarks (process-wide, since start). */
 typedef struct kb_pool_stats {

@@ -9,7 +9,6 @@
 #define KB_QUANT_H
 
 #include "kernels/kb_base.h"
-#include "kernels/warm.h"
 
 enum {
     GGML_F32 = 0, GGML_F16 = 1, GGML_Q4_0 = 2, GGML_Q4_1 = 3, GGML_Q5_0 = 6, GGML_Q5_1 = 7,
@@ -80,21 +79,6 @@ typedef struct kb_mv {
     int layout; /* KB_LAYOUT_ROWS (0, GGUF's) or KB_LAYOUT_R16 (see below) */
 } kb_mv;
 void kb_matvec_multi(const kb_mv *mv, int n, int cols, const float *x);
-/* Work that needs mv[0]'s output and may fill a warm queue, run inside the
- * job of kb_matvec_multi_mid (kernels/warm.h; the engine's decode: q, then
- * the backend's prepare, while k and v are computed). */
-typedef struct kb_mv_mid {
-    int n;                                    /* tasks */
-    void (*fn)(void *ctx, int task, int worker); /* task i of n, any thread, in parallel */
-    void *ctx;
-    kb_warm *warm;                            /* NULL, or the queue the tasks fill */
-} kb_mv_mid;
-
-/* kb_matvec_multi with mid's tasks run after every row of mv[0] is written,
- * in the same pool job (no dispatch or barrier of their own), beside the
- * chunks of mv[1..n), which prefetch mid->warm a slice per 16 rows once the
- * last task has finished. The same values as kb_matvec_multi. */
-void kb_matvec_multi_mid(const kb_mv *mv, int n, int cols, const float *x, const kb_mv_mid *mid);
 
 /* llama.cpp-like numerics, for comparing speed with llama.cpp (not exact).
  * For Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0, x is first quantised like

@@ -39,10 +39,6 @@ void kb_ref_quest_scores(const float *q, int D, const void *kmax, const void *km
 void kb_ref_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
                           const void *kmin, int ld, const kb_kvstream *s, int n, int p,
                           float *page_score, float *head_w, int32_t *dims);
-void kb_ref_hybrid_dims(const float *q, int G, int D, int r, int32_t *dims);
-void kb_ref_hybrid_scores_dims(const float *q, int G, int D, int r, const int32_t *dims,
-                               const void *kmax, const void *kmin, int ld, const kb_kvstream *s,
-                               int n, int p, float *page_score, float *head_w);
 int kb_ref_topk(const float *x, int n, int k, int32_t *idx);
 int kb_ref_topk_pages(const float *page_score, int n, int p, int k, int32_t *idx);
 
@@ -61,10 +57,6 @@ void kb_cpu_quest_scores(const float *q, int D, const void *kmax, const void *km
 void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
                           const void *kmin, int ld, const kb_kvstream *s, int n, int p,
                           float *page_score, float *head_w, int32_t *dims);
-void kb_cpu_hybrid_dims(const float *q, int G, int D, int r, int32_t *dims);
-void kb_cpu_hybrid_scores_dims(const float *q, int G, int D, int r, const int32_t *dims,
-                               const void *kmax, const void *kmin, int ld, const kb_kvstream *s,
-                               int n, int p, float *page_score, float *head_w);
 int kb_cpu_topk(const float *x, int n, int k, int32_t *idx);
 int kb_cpu_topk_pages(const float *page_score, int n, int p, int k, int32_t *idx);
 

@@ -36,7 +36,15 @@ static void sa_task(void *p, int t, int worker) {
         return;
     }
     int i = t - J->rows;
-    kb_pool_wait_at_least(&J->ready[i], 1); /* row i's select */
+    for (long spin = 0; !atomic_load_explicit(&J->ready[i], memory_order_acquire); spin++) {
+        if (spin < 4096) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        } else {
+            sched_yield(); /* the selecting thread is descheduled */
+        }
+    }
     t0 = kb_now();
     J->att(J->ctx, i, worker);
     J->busy[t] = kb_now() - t0;

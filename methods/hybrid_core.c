@@ -2,7 +2,6 @@
 #include "methods/hybrid_core.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 void hybrid_init(kb_hybrid *h, int Hq, int Hkv, int D, int p, int r, int k, int per_head,
                  int group_sum, int local_window, int reallocate_mean_v) {
@@ -30,7 +29,6 @@ void hybrid_init(kb_hybrid *h, int Hq, int Hkv, int D, int p, int r, int k, int 
     h->idx = KB_MALLOC((size_t)h->rows * KB_MAX(1, k) * sizeof(int32_t));
     h->cnt = KB_CALLOC((size_t)h->rows, sizeof(int));
     h->dims = KB_MALLOC((size_t)h->rows * h->r * sizeof(int32_t));
-    h->qprep = KB_MALLOC((size_t)Hq * D * sizeof(float));
     h->dmark = KB_CALLOC((size_t)D, 1);
 }
 
@@ -44,7 +42,6 @@ void hybrid_free(kb_hybrid *h) {
     free(h->idx);
     free(h->cnt);
     free(h->dims);
-    free(h->qprep);
     free(h->dmark);
     memset(h, 0, sizeof *h);
 }
@@ -125,14 +122,12 @@ typedef struct hy_job {
     float *out;
 } hy_job;
 
-/* Row i's KV group g, its first query head h0 and its nh heads. */
-static void hy_row_of(const kb_hybrid *h, int i, int *g, int *h0, int *nh) {
+static void hy_row(const hy_job *J, int i, int *g, int *h0, int *nh) {
+    const kb_hybrid *h = J->h;
     *g = h->per_head ? i / h->G : i;
     *h0 = h->per_head ? i : i * h->G;
     *nh = h->per_head ? 1 : h->G;
 }
-
-static void hy_row(const hy_job *J, int i, int *g, int *h0, int *nh) { hy_row_of(J->h, i, g, h0, nh); }
 
 static double hy_select(void *p, int i, int worker) {
     (void)worker;
@@ -152,12 +147,8 @@ static double hy_select(void *p, int i, int worker) {
     int ldk = h->pg ? h->pg[g].cap : 0;
     float *ps = mc_scratch(0, (size_t)h->cap); /* used only inside this task */
     float *hw = h->reallocate_mean_v ? h->hw + (size_t)i * h->G * h->cap : NULL;
-    if (h->prepared) /* the dims hybrid_prepare chose for this q */
-        J->kk->hybrid_scores_dims(J->q + (size_t)h0 * h->D, nh, h->D, h->r, h->dims + (size_t)i * h->r, kmax,
-                                  kmin, ldk, sg, n, h->p, ps, hw);
-    else
-        J->kk->hybrid_scores(J->q + (size_t)h0 * h->D, nh, h->D, h->r, kmax, kmin, ldk, sg, n, h->p, ps, hw,
-                             h->dims + (size_t)i * h->r);
+    J->kk->hybrid_scores(J->q + (size_t)h0 * h->D, nh, h->D, h->r, kmax, kmin, ldk, sg, n, h->p, ps, hw,
+                         h->dims + (size_t)i * h->r);
     if (h->group_sum && nh > 1)
         for (int P = 0; P < np; P++) ps[P] *= (float)nh;
     h->cnt[i] = hybrid_select(h, J->kk, ps, n, KB_MIN(h->k, n), h->idx + (size_t)i * KB_MAX(1, h->k));
@@ -200,15 +191,11 @@ void hybrid_attend(kb_hybrid *h, const kb_kernels *kk, kb_mcommon *c, const floa
     }
     hy_job J = {h, kk, c, q, s, out};
     double t0 = kb_now();
-    /* dims from hybrid_prepare serve only the q they were chosen for */
-    h->prepared = h->prepared && kk->hybrid_scores_dims &&
-                  !memcmp(h->qprep, q, (size_t)h->Hq * D * sizeof(float));
     if (h->per_head) hybrid_sync(h, s, kk); /* the G rows of a group share its summaries */
     double sync = kb_now() - t0;
     double upkeep = 0;
     c->acc.select_seconds += sync + mc_select_attend(kk, rows, hy_select, hy_attend, &J, &upkeep);
     c->acc.upkeep_seconds += sync + upkeep;
-    h->prepared = 0;
 
     mc_sel_begin(c, rows, h->k);
     double read_rows = 0, approx_tokeq = 0, approx_bytes = 0, attended = 0;
@@ -244,38 +231,6 @@ void hybrid_attend(kb_hybrid *h, const kb_kernels *kk, kb_mcommon *c, const floa
     mc_acc_finish(c, h->per_head);
 }
 
-int hybrid_prepare_tasks(const kb_hybrid *h, const kb_kernels *kk) {
-    return kk->hybrid_dims && kk->hybrid_scores_dims ? h->rows : 0;
-}
-
-void hybrid_prepare(kb_hybrid *h, const kb_kernels *kk, int i, const float *q, const kb_kvstream *s,
-                    kb_warm *w) {
-    int D = h->D, g, h0, nh;
-    hy_row_of(h, i, &g, &h0, &nh);
-    const float *qi = q + (size_t)h0 * D;
-    int32_t *dims = h->dims + (size_t)i * h->r;
-    kk->hybrid_dims(qi, nh, D, h->r, dims);
-    memcpy(h->qprep + (size_t)h0 * D, qi, (size_t)nh * D * sizeof(float)); /* rows cover q once */
-    const kb_pages *pg = h->pg ? &h->pg[g] : NULL;
-    if (!pg || !pg->kmax) return;
-    /* each chosen dim's row of max or min by the group's sign (methods.md
-     * §4 step 3), over the pages after this step's append */
-    size_t elt = kb_dtype_size(pg->dt);
-    int np = KB_MIN(pg->cap, (s[g].n + 1 + h->p - 1) / h->p);
-    int slot = kb_warm_reserve(w, h->r);
-    for (int t = 0; t < h->r; t++) {
-        double sum = 0;
-        for (int j = 0; j < nh; j++) sum += qi[(size_t)j * D + dims[t]];
-        const void *row = sum > 0 ? pg->kmax : pg->kmin;
-        kb_warm_put(w, slot + t, (const char *)row + (size_t)dims[t] * pg->cap * elt, (size_t)np * elt);
-    }
-}
-
-void hybrid_prepare_done(kb_hybrid *h, kb_mcommon *c, double busy) {
-    h->prepared = 1;
-    c->acc.select_seconds += busy;
-}
-
 /* ---- "every token kept + hybrid attention" method state (hybrid, sparq) ---- */
 
 typedef struct hybm_state {
@@ -305,19 +260,6 @@ int hybm_init(const kb_method_params *p, const kb_method_ctx *ctx, const kb_pref
     st->c.n_in = st->c.base = L;
     *state = st;
     return 0;
-}
-
-int hybm_prepare_tasks(void *state) { return hybrid_prepare_tasks(&((hybm_state *)state)->h, kernels_get()); }
-
-void hybm_prepare(void *state, int task, const float *q, kb_warm *w) {
-    hybm_state *st = state;
-    hybrid_prepare(&st->h, kernels_get(), task, q, st->s, w);
-}
-
-void hybm_prepare_done(void *state, const float *q, double busy) {
-    hybm_state *st = state;
-    (void)q;
-    hybrid_prepare_done(&st->h, &st->c, busy);
 }
 
 void hybm_decode(void *state, const float *q, const float *k, const float *v, int32_t pos,

@@ -27,8 +27,6 @@ typedef struct kb_hybrid {
     int32_t *idx;          /* scratch: chosen slots [rows][max(1, k)] */
     int *cnt;              /* scratch: slots chosen per row [rows] */
     int32_t *dims;         /* scratch: chosen dims [rows][r] */
-    float *qprep;          /* the q hybrid_prepare chose dims for [Hq][D] */
-    int prepared;          /* 1: dims hold qprep's dims (hybrid_prepare_done, until the next attend) */
     unsigned char *dmark;  /* scratch [D] */
 } kb_hybrid;
 
@@ -47,18 +45,6 @@ void hybrid_truncate(kb_hybrid *h, const kb_kvstream *s, const kb_kernels *kk);
  * the step's selection and reads into c->acc. */
 void hybrid_attend(kb_hybrid *h, const kb_kernels *kk, kb_mcommon *c, const float *q,
                    const kb_kvstream *s, float *out);
-/* The step's q before k and v exist (kb_method_ops.prepare_tasks etc.):
- * one task per selection row. Task i chooses row i's dims now
- * (kk->hybrid_dims: the dims hybrid_scores would choose), keeps its heads'
- * q, and queues in w the summary rows its page scores will read (for the
- * streams' length after this step's append). prepare_done adds the tasks'
- * seconds to c's select_seconds. hybrid_attend with the same q then scores
- * with those dims (kk->hybrid_scores_dims: the same bits); with another q,
- * or without prepare_done, it chooses them itself. */
-int hybrid_prepare_tasks(const kb_hybrid *h, const kb_kernels *kk);
-void hybrid_prepare(kb_hybrid *h, const kb_kernels *kk, int task, const float *q, const kb_kvstream *s,
-                    kb_warm *w);
-void hybrid_prepare_done(kb_hybrid *h, kb_mcommon *c, double busy_seconds);
 /* Bytes of the summaries (and mean-V sums). */
 double hybrid_meta_bytes(const kb_hybrid *h);
 
@@ -68,9 +54,6 @@ double hybrid_meta_bytes(const kb_hybrid *h);
  * entries are the kb_method_ops functions. */
 int hybm_init(const kb_method_params *p, const kb_method_ctx *ctx, const kb_prefill_view *pv,
               const kb_budget *bud, const char *who, void **state, kb_err *err);
-int hybm_prepare_tasks(void *state);
-void hybm_prepare(void *state, int task, const float *q, kb_warm *w);
-void hybm_prepare_done(void *state, const float *q, double busy_seconds);
 void hybm_decode(void *state, const float *q, const float *k, const float *v, int32_t pos,
                  float *out);
 const kb_kvstream *hybm_retained(void *state, int qhead);

@@ -7,7 +7,6 @@
  *
  * Life of one (sample, method, params, budget) cell, per layer:
  *   layer_init(params, ctx, prefill view)   build from the shared exact prefill
- *   prepare_tasks / prepare / prepare_done   optional, before decode: q alone
  *   decode(...)                              once per decode token (last prompt
  *                                            token first), appends k, v itself
  *   mark() / rollback(mark)                  drop generated tokens between turns
@@ -24,7 +23,6 @@
 
 #include "kernels/kb_base.h"
 #include "kernels/kvstream.h"
-#include "kernels/warm.h"
 
 typedef enum kb_gqa_policy {
     KB_GQA_DEFAULT = 0, /* the method's own default */
@@ -151,18 +149,6 @@ typedef struct kb_method_ops {
      * attention output out [Hq][D]. */
     void (*decode)(void *state, const float *q, const float *k, const float *v, int32_t pos,
                    float *out);
-
-    /* Optional, all three or none (kb_attn_backend.prepare_tasks): work on
-     * the step's q [Hq][D] before k and v exist. prepare(state, i, q, w)
-     * for i < prepare_tasks(state) runs in parallel on any threads (tasks
-     * write disjoint state); it may queue in w memory decode will read,
-     * which the engine prefetches while it computes k and v. prepare_done
-     * follows on one thread with the tasks' summed seconds (selection
-     * work belongs in the method's select_seconds), then decode with the
-     * same q. A method gives the same results whether or not prepare ran. */
-    int (*prepare_tasks)(void *state);
-    void (*prepare)(void *state, int task, const float *q, kb_warm *w);
-    void (*prepare_done)(void *state, const float *q, double busy_seconds);
 
     /* The cache a later turn's prefill query head qhead may attend to. */
     const kb_kvstream *(*retained)(void *state, int qhead);

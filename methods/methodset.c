@@ -4,7 +4,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "harness/machine.h"
 #include "kernels/kernels.h"
@@ -149,21 +148,6 @@ static void ms_decode(void *ctx, int layer, int32_t pos, const float *q, const f
     m->ops[layer]->decode(m->state[layer], q, k, v, pos, out);
 }
 
-static int ms_prepare_tasks(void *ctx, int layer) {
-    kb_methodset *m = ctx;
-    return m->ops[layer]->prepare_tasks ? m->ops[layer]->prepare_tasks(m->state[layer]) : 0;
-}
-
-static void ms_prepare(void *ctx, int layer, int task, const float *q, kb_warm *w) {
-    kb_methodset *m = ctx;
-    m->ops[layer]->prepare(m->state[layer], task, q, w);
-}
-
-static void ms_prepare_done(void *ctx, int layer, const float *q, double busy) {
-    kb_methodset *m = ctx;
-    m->ops[layer]->prepare_done(m->state[layer], q, busy);
-}
-
 static void turn_open_layer(kb_methodset *m, int l) {
     turn_layer *t = &m->turn[l];
     int Hq = m->ctx.Hq, Hkv = m->ctx.Hkv, D = m->ctx.D;
@@ -255,11 +239,7 @@ int methodset_end_turn(kb_methodset *m, kb_err *err) {
 }
 
 kb_attn_backend methodset_backend(kb_methodset *m) {
-    /* KVBENCH_PREPARE=0: no prepare (the same results; for A/B timing,
-     * docs/PERFORMANCE.md "q before k and v") */
-    kb_attn_backend be = {m, ms_prefill, ms_decode, ms_prepare_tasks, ms_prepare, ms_prepare_done};
-    const char *e = getenv("KVBENCH_PREPARE");
-    if (e && !strcmp(e, "0")) be.prepare_tasks = NULL;
+    kb_attn_backend be = {m, ms_prefill, ms_decode};
     return be;
 }
 

@@ -93,7 +93,7 @@ static void pf_decode(void *ctx, int layer, int32_t pos, const float *q, const f
 }
 
 kb_attn_backend prefill_backend(kb_prefill *p) {
-    kb_attn_backend be = {p, pf_prefill, pf_decode, NULL, NULL, NULL};
+    kb_attn_backend be = {p, pf_prefill, pf_decode};
     return be;
 }
 

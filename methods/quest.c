@@ -142,30 +142,6 @@ static void quest_attend_row(void *p, int i, int worker) {
                        J->out + (size_t)h0 * D);
 }
 
-/* Before k and v exist (kb_method_ops.prepare_tasks): task g queues KV
- * group g's page summaries, every dim's max and min row over the pages
- * after this step's append, which every query head's bound reads. */
-static int quest_prepare_tasks(void *state) { return ((quest_state *)state)->c.ctx.Hkv; }
-
-static void quest_prepare(void *state, int g, const float *q, kb_warm *w) {
-    quest_state *st = state;
-    const kb_pages *pg = &st->pg[g];
-    (void)q;
-    if (!pg->kmax) return;
-    size_t elt = kb_dtype_size(pg->dt);
-    int D = st->c.ctx.D, np = KB_MIN(pg->cap, (st->s[g].n + 1 + pg->p - 1) / pg->p);
-    int slot = kb_warm_reserve(w, 2 * D);
-    for (int d = 0; d < D; d++) {
-        kb_warm_put(w, slot + 2 * d, (const char *)pg->kmax + (size_t)d * pg->cap * elt, (size_t)np * elt);
-        kb_warm_put(w, slot + 2 * d + 1, (const char *)pg->kmin + (size_t)d * pg->cap * elt, (size_t)np * elt);
-    }
-}
-
-static void quest_prepare_done(void *state, const float *q, double busy) {
-    (void)q;
-    ((quest_state *)state)->c.acc.select_seconds += busy;
-}
-
 static void quest_decode(void *state, const float *q, const float *k, const float *v, int32_t pos,
                          float *out) {
     quest_state *st = state;
@@ -256,9 +232,6 @@ const kb_method_ops kb_method_quest = {
     .needs_budget = 1,
     .validate = quest_validate,
     .layer_init = quest_init,
-    .prepare_tasks = quest_prepare_tasks,
-    .prepare = quest_prepare,
-    .prepare_done = quest_prepare_done,
     .decode = quest_decode,
     .retained = quest_retained,
     .decode_cache = quest_cache,

@@ -89,19 +89,6 @@ static int rk_init(const kb_method_params *p, const kb_method_ctx *ctx, const kb
     return 0;
 }
 
-static int rk_prepare_tasks(void *state) { return hybrid_prepare_tasks(&((rk_state *)state)->h, kernels_get()); }
-
-static void rk_prepare(void *state, int task, const float *q, kb_warm *w) {
-    rk_state *st = state;
-    hybrid_prepare(&st->h, kernels_get(), task, q, st->s, w);
-}
-
-static void rk_prepare_done(void *state, const float *q, double busy) {
-    rk_state *st = state;
-    (void)q;
-    hybrid_prepare_done(&st->h, &st->c, busy);
-}
-
 static void rk_decode(void *state, const float *q, const float *k, const float *v, int32_t pos,
                       float *out) {
     rk_state *st = state;
@@ -166,9 +153,6 @@ const kb_method_ops kb_method_rocketkv = {
     .evicts = 1,
     .validate = rk_validate,
     .layer_init = rk_init,
-    .prepare_tasks = rk_prepare_tasks,
-    .prepare = rk_prepare,
-    .prepare_done = rk_prepare_done,
     .decode = rk_decode,
     .retained = rk_retained,
     .decode_cache = rk_cache,

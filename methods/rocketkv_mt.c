@@ -77,19 +77,6 @@ static int rkmt_init(const kb_method_params *p, const kb_method_ctx *ctx, const 
     return 0;
 }
 
-static int rkmt_prepare_tasks(void *state) { return hybrid_prepare_tasks(&((rkmt_state *)state)->h, kernels_get()); }
-
-static void rkmt_prepare(void *state, int task, const float *q, kb_warm *w) {
-    rkmt_state *st = state;
-    hybrid_prepare(&st->h, kernels_get(), task, q, st->ws, w);
-}
-
-static void rkmt_prepare_done(void *state, const float *q, double busy) {
-    rkmt_state *st = state;
-    (void)q;
-    hybrid_prepare_done(&st->h, &st->c, busy);
-}
-
 static void rkmt_decode(void *state, const float *q, const float *k, const float *v, int32_t pos,
                         float *out) {
     rkmt_state *st = state;
@@ -154,9 +141,6 @@ const kb_method_ops kb_method_rocketkv_mt = {
     .evicts = 1,
     .validate = rkmt_validate,
     .layer_init = rkmt_init,
-    .prepare_tasks = rkmt_prepare_tasks,
-    .prepare = rkmt_prepare,
-    .prepare_done = rkmt_prepare_done,
     .decode = rkmt_decode,
     .retained = rkmt_retained,
     .decode_cache = rkmt_cache,

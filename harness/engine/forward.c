@@ -30,8 +30,6 @@ kb_forward *forward_new(const kb_model *m, int max_batch) {
     f->hb2 = KB_AMALLOC(B * hp->n_ff * sizeof(float));
     f->logits = KB_AMALLOC((size_t)hp->n_vocab * sizeof(float));
     f->rope_pos = -1;
-    f->warm = KB_MALLOC(sizeof *f->warm);
-    kb_warm_reset(f->warm);
     return f;
 }
 
@@ -46,7 +44,6 @@ void forward_free(kb_forward *f) {
     kb_afree(f->hb);
     kb_afree(f->hb2);
     kb_afree(f->logits);
-    free(f->warm);
     free(f);
 }
 
@@ -100,10 +97,9 @@ static void proj(kb_forward *f, const kb_weight *W, const float *X, int n, int l
 /* Projections of one input X by k weights W[i] (same cols) into Y[i]
  * (ldy[i] floats per token). A decode token's (k <= 4) are one pool job
  * (kb_matvec_multi: one preparation of x, one dispatch and one wait instead
- * of k; the same values as k kb_matvec calls), with mid's tasks after
- * W[0]'s rows (NULL: none; kb_matvec_multi_mid). */
+ * of k; the same values as k kb_matvec calls). */
 static void proj_same_x(kb_forward *f, int k, const kb_weight *const *W, const float *X, int n,
-                        int ldx, float *const *Y, const int *ldy, const kb_mv_mid *mid) {
+                        int ldx, float *const *Y, const int *ldy) {
     if (n > 1 || k > 4) {
         for (int i = 0; i < k; i++) proj(f, W[i], X, n, ldx, Y[i], ldy[i]);
         return;
@@ -114,35 +110,8 @@ static void proj_same_x(kb_forward *f, int k, const kb_weight *const *W, const f
         mv[i] = (kb_mv){W[i]->type, W[i]->data, W[i]->row_bytes, W[i]->rows, Y[i], W[i]->layout};
         f->proj_flops += 2.0 * W[i]->rows * W[i]->cols;
     }
-    kb_matvec_multi_mid(mv, k, W[0]->cols, X, mid);
+    kb_matvec_multi(mv, k, W[0]->cols, X);
     f->t_proj += kb_now() - t0;
-}
-
-/* A decode layer's backend prepare tasks inside the q/k/v job (kb_mv_mid):
- * task 0 rotates q, the others wait for it; each records its seconds. */
-#define PREP_MAX 64
-typedef struct prep_job {
-    kb_forward *f;
-    kb_attn_backend *be;
-    int layer, pos, n;
-    atomic_int roped;
-    double busy[PREP_MAX]; /* seconds of task i (n <= PREP_MAX) */
-} prep_job;
-
-static void prep_task(void *p, int i, int worker) {
-    (void)worker;
-    prep_job *P = p;
-    kb_forward *f = P->f;
-    const kb_hparams *hp = &f->m->hp;
-    if (i == 0) {
-        rope(f, f->q, hp->n_head, hp->head_dim, f->m->inv_freq, P->pos);
-        atomic_store_explicit(&P->roped, 1, memory_order_release);
-    } else {
-        kb_pool_wait_at_least(&P->roped, 1);
-    }
-    double t0 = kb_now();
-    P->be->prepare(P->be->ctx, P->layer, i, f->q, f->warm);
-    P->busy[i] = kb_now() - t0;
 }
 
 /* hb[i] = silu(hb[i]) * hb2[i] on the worker pool (libm expf: the same
@@ -177,37 +146,15 @@ static int layer_forward(kb_forward *f, int l, int nb, const int32_t *pos, kb_at
     int E = hp->n_embd, D = hp->head_dim, q_dim = hp->n_head * D, kv_dim = hp->n_head_kv * D;
     for (int t = 0; t < nb; t++)
         rmsnorm(f->xb + (size_t)t * E, f->x + (size_t)t * E, L->attn_norm, E, hp->rms_eps);
-    int ntask = decode && be->prepare_tasks ? be->prepare_tasks(be->ctx, l) : 0;
-    if (ntask > PREP_MAX) ntask = 0; /* more tasks than the job holds: without prepare */
-    if (ntask > 0) {
-        /* one job, as below, but q's rows first, then the backend's prepare
-         * tasks on the rotated q (the first task rotates it), while the
-         * other threads compute k and v and prefetch what the tasks queued
-         * (backend.h; the same values: every output row is computed alone) */
-        prep_job P = {f, be, l, pos[0], ntask, 0, {0}};
-        atomic_init(&P.roped, 0);
-        kb_warm_reset(f->warm);
+    {
         const kb_weight *W[3] = {&L->wq, &L->wk, &L->wv};
         float *Y[3] = {f->q, f->k, f->v};
         int ldy[3] = {q_dim, kv_dim, kv_dim};
-        kb_mv_mid mid = {ntask, prep_task, &P, f->warm};
-        proj_same_x(f, 3, W, f->xb, 1, E, Y, ldy, &mid);
-        double busy = 0;
-        for (int i = 0; i < ntask; i++) busy += P.busy[i];
-        busy /= KB_MIN(ntask, kb_pool_threads()); /* wall-equivalent: the job's threads are all busy */
-        double tp = kb_now();
-        be->prepare_done(be->ctx, l, f->q, busy);
-        f->t_attn += busy + (kb_now() - tp);
-        rope(f, f->k, hp->n_head_kv, D, m->inv_freq, pos[0]);
-    } else {
-        const kb_weight *W[3] = {&L->wq, &L->wk, &L->wv};
-        float *Y[3] = {f->q, f->k, f->v};
-        int ldy[3] = {q_dim, kv_dim, kv_dim};
-        proj_same_x(f, 3, W, f->xb, nb, E, Y, ldy, NULL);
-        for (int t = 0; t < nb; t++) {
-            rope(f, f->q + (size_t)t * q_dim, hp->n_head, D, m->inv_freq, pos[t]);
-            rope(f, f->k + (size_t)t * kv_dim, hp->n_head_kv, D, m->inv_freq, pos[t]);
-        }
+        proj_same_x(f, 3, W, f->xb, nb, E, Y, ldy);
+    }
+    for (int t = 0; t < nb; t++) {
+        rope(f, f->q + (size_t)t * q_dim, hp->n_head, D, m->inv_freq, pos[t]);
+        rope(f, f->k + (size_t)t * kv_dim, hp->n_head_kv, D, m->inv_freq, pos[t]);
     }
     double t0 = kb_now();
     if (decode) {
@@ -225,7 +172,7 @@ static int layer_forward(kb_forward *f, int l, int nb, const int32_t *pos, kb_at
         const kb_weight *W[2] = {&L->gate, &L->up};
         float *Y[2] = {f->hb, f->hb2};
         int ldy[2] = {hp->n_ff, hp->n_ff};
-        proj_same_x(f, 2, W, f->xb, nb, E, Y, ldy, NULL);
+        proj_same_x(f, 2, W, f->xb, nb, E, Y, ldy);
     }
     silu_mul(f->hb, f->hb2, (size_t)nb * hp->n_ff);
     proj(f, &L->down, f->hb, nb, hp->n_ff, f->xb, E);

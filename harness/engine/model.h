@@ -72,7 +72,6 @@ typedef struct kb_forward {
     double t_total;                              /* seconds spent in the forward */
     int rope_pos, rope_D;                        /* position of rope_cs (-1: none) */
     float rope_cs[1024];                         /* cos, sin of pos * inv_freq[i], i < D/2 (D <= 1024) */
-    kb_warm *warm;                               /* what a backend's prepare queues (decode) */
 } kb_forward;
 
 kb_forward *forward_new(const kb_model *m, int max_batch);

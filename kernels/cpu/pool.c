@@ -218,10 +218,3 @@ void kb_pool_get_stats(kb_pool_stats *s) {
     s->inline_calls = atomic_load(&P.inline_calls);
     s->chunks_worker = atomic_load(&P.chunks_worker);
 }
-
-void kb_pool_wait_at_least(atomic_int *v, int want) {
-    for (long spin = 0; atomic_load_explicit(v, memory_order_acquire) < want; spin++) {
-        if (spin < 4096) _mm_pause();
-        else sched_yield();
-    }
-}

@@ -1943,66 +1943,15 @@ typedef struct mvx_job {
     const kb_mv *mv;
     const xctx *c;
     const mv_piece *pc;
-    const kb_mv_mid *mid; /* NULL, or tasks between mv[0] and the rest */
-    int np0;              /* pieces of mv[0] (the mid tasks follow them) */
-    int steps;            /* MV_WARM_ROWS groups in the pieces after the mid tasks */
-    atomic_int done0;     /* pieces of mv[0] finished */
-    atomic_int donemid;   /* mid tasks finished */
-    atomic_int ready;     /* mid->warm is filled and sized: its slices may be taken */
-    atomic_int stepped;   /* row groups of the later pieces begun so far */
 } mvx_job;
 
-/* With a warm queue the later matrices' pieces go in groups of
- * MV_WARM_ROWS rows (a multiple of the R16 layout's 16), each after one
- * slice of the queue's prefetches: the lines are asked for spread over the
- * job rather than in one burst. */
-#define MV_WARM_ROWS 16
-
-static void mvx_rows(const kb_mv *m, int r0, int r1, const xctx *c) {
-    if (m->layout == KB_LAYOUT_R16) rows_r16_any(m->type, m->W, m->row_bytes, r0, r1, c, m->y);
-    else rows_exact(m->type, m->W, m->row_bytes, r0, r1, c, m->y);
-}
-
-/* Chunks [0, np0): mv[0]'s pieces; [np0, np0 + mid->n): the mid tasks, each
- * after every piece of mv[0] has finished (they are claimed later, so the
- * wait is only for pieces running on other threads: pool.h); then the other
- * matrices' pieces, prefetching mid->warm once the last mid task has sized
- * it. */
 static void mvx_chunk(void *p, int i, int worker) {
-    mvx_job *j = p;
-    const kb_mv_mid *mid = j->mid;
-    int nm = mid ? mid->n : 0;
-    if (i >= j->np0 && i < j->np0 + nm) {
-        kb_pool_wait_at_least(&j->done0, j->np0);
-        mid->fn(mid->ctx, i - j->np0, worker);
-        if (atomic_fetch_add_explicit(&j->donemid, 1, memory_order_acq_rel) == nm - 1) {
-            /* the slices spread over the row groups still to come */
-            if (mid->warm) kb_warm_begin(mid->warm, KB_MAX(1, j->steps - atomic_load(&j->stepped)));
-            atomic_store_explicit(&j->ready, 1, memory_order_release);
-        }
-        return;
-    }
-    const mv_piece *q = &j->pc[i < j->np0 ? i : i - nm];
+    (void)worker;
+    const mvx_job *j = p;
+    const mv_piece *q = &j->pc[i];
     const kb_mv *m = &j->mv[q->item];
-    if (!mid || !mid->warm || i < j->np0) {
-        mvx_rows(m, q->r0, q->r1, j->c);
-    } else {
-        for (int r = q->r0; r < q->r1; r += MV_WARM_ROWS) {
-            if (atomic_load_explicit(&j->ready, memory_order_acquire)) kb_warm_step(mid->warm);
-            else atomic_fetch_add_explicit(&j->stepped, 1, memory_order_relaxed);
-            mvx_rows(m, r, KB_MIN(q->r1, r + MV_WARM_ROWS), j->c);
-        }
-    }
-    if (i < j->np0) atomic_fetch_add_explicit(&j->done0, 1, memory_order_release);
-}
-
-/* The mid tasks and the warm queue on one thread (no pool job). */
-static void mv_mid_serial(const kb_mv_mid *mid) {
-    for (int t = 0; t < mid->n; t++) mid->fn(mid->ctx, t, 0);
-    if (mid->warm) {
-        kb_warm_begin(mid->warm, 1);
-        kb_warm_finish(mid->warm);
-    }
+    if (m->layout == KB_LAYOUT_R16) rows_r16_any(m->type, m->W, m->row_bytes, q->r0, q->r1, j->c, m->y);
+    else rows_exact(m->type, m->W, m->row_bytes, q->r0, q->r1, j->c, m->y);
 }
 
 /* Splits the rows of n matrices into pool chunks of mv_rows_per_chunk rows,
@@ -2022,7 +1971,7 @@ static int mv_plan(const kb_mv *mv, int n, int nthr, mv_piece *pc, int max) {
 
 /* The exact path of kb_matvec_multi (every matrix's cols and x shared), and
  * every R16 matrix's whatever the mode. */
-static void matvec_multi_exact(const kb_mv *mv, int n, int cols, const float *x, const kb_mv_mid *mid) {
+static void matvec_multi_exact(const kb_mv *mv, int n, int cols, const float *x) {
     size_t total = 0;
     int sums = 0, perm = 0, r16 = 0;
     for (int i = 0; i < n; i++) {
@@ -2055,24 +2004,17 @@ static void matvec_multi_exact(const kb_mv *mv, int n, int cols, const float *x,
     int nthr = total >= MATVEC_PAR_BYTES ? kb_pool_threads() : 1;
     if (nthr <= 1) {
         for (int i = 0; i < n; i++) {
-            if (mid && i == 1) mv_mid_serial(mid);
-            if (mv[i].rows > 0) mvx_rows(&mv[i], 0, mv[i].rows, &c);
+            if (mv[i].rows <= 0) continue;
+            if (mv[i].layout == KB_LAYOUT_R16) rows_r16_any(mv[i].type, mv[i].W, mv[i].row_bytes, 0, mv[i].rows, &c, mv[i].y);
+            else rows_exact(mv[i].type, mv[i].W, mv[i].row_bytes, 0, mv[i].rows, &c, mv[i].y);
         }
-        if (mid && n == 1) mv_mid_serial(mid);
     } else {
         mv_piece stackpc[1024], *pc = stackpc, *pheap = NULL;
         int np = mv_plan(mv, n, nthr, NULL, 0);
         if (np > (int)KB_ARRAY_LEN(stackpc)) pc = pheap = KB_MALLOC((size_t)np * sizeof(*pc));
         mv_plan(mv, n, nthr, pc, np);
-        mvx_job j = {.mv = mv, .c = &c, .pc = pc, .mid = mid};
-        atomic_init(&j.done0, 0);
-        atomic_init(&j.donemid, 0);
-        atomic_init(&j.ready, 0);
-        atomic_init(&j.stepped, 0);
-        while (j.np0 < np && pc[j.np0].item == 0) j.np0++;
-        for (int i = j.np0; i < np; i++) j.steps += (pc[i].r1 - pc[i].r0 + MV_WARM_ROWS - 1) / MV_WARM_ROWS;
-        kb_pool_run(np + (mid ? mid->n : 0), mvx_chunk, &j);
-        if (mid && mid->warm) kb_warm_finish(mid->warm); /* slices no piece took */
+        mvx_job j = {mv, &c, pc};
+        kb_pool_run(np, mvx_chunk, &j);
         free(pheap);
     }
     if (heap) kb_afree(heap);
@@ -2081,23 +2023,19 @@ static void matvec_multi_exact(const kb_mv *mv, int n, int cols, const float *x,
 void kb_matvec_exact(uint32_t type, const void *W, size_t row_bytes, int rows, int cols,
                      const float *x, float *y) {
     kb_mv m = {type, W, row_bytes, rows, y, KB_LAYOUT_ROWS};
-    matvec_multi_exact(&m, 1, cols, x, NULL);
+    matvec_multi_exact(&m, 1, cols, x);
 }
 
-void kb_matvec_multi_mid(const kb_mv *mv, int n, int cols, const float *x, const kb_mv_mid *mid) {
-    if (kb_matvec_mode() == KB_MATVEC_Q8) { /* one matrix at a time: the mid tasks after the first */
+void kb_matvec_multi(const kb_mv *mv, int n, int cols, const float *x) {
+    if (kb_matvec_mode() == KB_MATVEC_Q8) {
         for (int i = 0; i < n; i++) {
-            if (mid && i == 1) mv_mid_serial(mid);
-            if (mv[i].layout == KB_LAYOUT_R16) matvec_multi_exact(&mv[i], 1, cols, x, NULL);
+            if (mv[i].layout == KB_LAYOUT_R16) matvec_multi_exact(&mv[i], 1, cols, x);
             else kb_matvec_q8(mv[i].type, mv[i].W, mv[i].row_bytes, mv[i].rows, cols, x, mv[i].y);
         }
-        if (mid && n == 1) mv_mid_serial(mid);
         return;
     }
-    matvec_multi_exact(mv, n, cols, x, mid);
+    matvec_multi_exact(mv, n, cols, x);
 }
-
-void kb_matvec_multi(const kb_mv *mv, int n, int cols, const float *x) { kb_matvec_multi_mid(mv, n, cols, x, NULL); }
 
 /* ================================================================== mode */
 

@@ -1268,58 +1268,9 @@ static void hybrid_taus(const float *q, int G, int D, const int32_t *dims, int r
     }
 }
 
-/* Step 2 of the hybrid scores (methods.md §4): the r dims with the largest
- * mean |q| over the G heads, ascending. In double, sums of a few floats are
- * exact: dims are ranked by the exact mean |q|, so the ranking does not
- * depend on rounding (ties go to the lower dim; NaN ranks last, as in the
- * reference). The vector paths add the heads in the same order, 8 or 4 dims
- * at a time. */
-void kb_cpu_hybrid_dims(const float *q, int G, int D, int r, int32_t *dims) {
-    if (r > D) r = D;
-    if (r < 1) r = 1;
-    double absb[256], *absum = D <= 256 ? absb : KB_MALLOC((size_t)D * sizeof(double));
-    int d0 = 0;
-#if defined(__AVX512F__)
-    for (; d0 + 8 <= D; d0 += 8) {
-        __m512d a = _mm512_setzero_pd();
-        for (int g = 0; g < G; g++) a = _mm512_add_pd(a, _mm512_abs_pd(_mm512_cvtps_pd(_mm256_loadu_ps(q + (size_t)g * D + d0))));
-        __mmask8 nan = _mm512_cmp_pd_mask(a, a, _CMP_UNORD_Q);
-        _mm512_storeu_pd(absum + d0, _mm512_mask_blend_pd(nan, a, _mm512_set1_pd(-INFINITY)));
-    }
-#elif SEL_AVX2
-    const __m256d absmask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffll));
-    for (; d0 + 4 <= D; d0 += 4) {
-        __m256d a = _mm256_setzero_pd();
-        for (int g = 0; g < G; g++)
-            a = _mm256_add_pd(a, _mm256_and_pd(_mm256_cvtps_pd(_mm_loadu_ps(q + (size_t)g * D + d0)), absmask));
-        _mm256_storeu_pd(absum + d0, _mm256_blendv_pd(a, _mm256_set1_pd(-INFINITY), _mm256_cmp_pd(a, a, _CMP_UNORD_Q)));
-    }
-#endif
-    for (int d = d0; d < D; d++) {
-        double a = 0;
-        for (int g = 0; g < G; g++) a += fabs((double)q[(size_t)g * D + d]);
-        absum[d] = a == a ? a : -INFINITY;
-    }
-    topk_small_double(absum, D, r, dims);
-    if (absum != absb) free(absum);
-}
-
 void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
                           const void *kmin, int ldk, const kb_kvstream *s, int n, int p,
                           float *page_score, float *head_w, int32_t *dims_out) {
-    if (r > D) r = D;
-    if (r < 1) r = 1;
-    if (n <= 0) return;
-    int32_t db[256], *dims = D <= 256 ? db : KB_MALLOC((size_t)D * sizeof(int32_t));
-    kb_cpu_hybrid_dims(q, G, D, r, dims);
-    kb_cpu_hybrid_scores_dims(q, G, D, r, dims, kmax, kmin, ldk, s, n, p, page_score, head_w);
-    if (dims_out) memcpy(dims_out, dims, (size_t)r * sizeof(int32_t));
-    if (dims != db) free(dims);
-}
-
-void kb_cpu_hybrid_scores_dims(const float *q, int G, int D, int r, const int32_t *dims,
-                               const void *kmax, const void *kmin, int ldk, const kb_kvstream *s,
-                               int n, int p, float *page_score, float *head_w) {
     if (r > D) r = D;
     if (r < 1) r = 1;
     int np = (n + p - 1) / p;
@@ -1327,24 +1278,61 @@ void kb_cpu_hybrid_scores_dims(const float *q, int G, int D, int r, const int32_
     static _Thread_local void *buf;
     static _Thread_local size_t bcap;
     size_t ld = (size_t)pad16(np);
-    size_t need = (size_t)G * r * sizeof(float) + (size_t)G * ld * sizeof(float) + (size_t)r * sizeof(float) + D + 256;
+    size_t need = (size_t)D * (sizeof(double) + sizeof(int32_t) + 1) + (size_t)G * r * sizeof(float) +
+                  (size_t)G * ld * sizeof(float) + (size_t)r * sizeof(float) + 256;
     if (need > bcap) {
         free(buf);
         bcap = need + need / 2;
         buf = KB_MALLOC(bcap);
     }
-    float *sc = buf;                          /* [G][ld] */
+    double *absum = buf;
+    float *sc = (float *)(void *)(absum + D); /* [G][ld] */
     float *qr = sc + (size_t)G * ld;          /* [G][r] (scalar path) */
     float *vals = qr + (size_t)G * r;         /* [r] (scalar path) */
-    char *pos = (char *)(vals + r);           /* [D]: pos[d] for the chosen dims */
-    /* step 3, the group sign of each chosen dim: the exact sign of the
-     * double sum of the heads' q (a sum of exactly 0 counts as negative) */
-    for (int t = 0; t < r; t++) {
-        int d = dims[t];
-        double sum = 0;
-        for (int g = 0; g < G; g++) sum += q[(size_t)g * D + d];
-        pos[d] = (char)(sum > 0);
+    int32_t *dims = (int32_t *)(void *)(vals + r);
+    char *pos = (char *)(dims + D);
+    /* in double, sums of a few floats are exact: dims are ranked by the
+     * exact mean |q| and the sign is the exact sign of the sum, so neither
+     * depends on rounding (ties go to the lower dim). The vector path adds
+     * the heads in the same order, 8 dims at a time. */
+    int d0 = 0;
+#if defined(__AVX512F__)
+    for (; d0 + 8 <= D; d0 += 8) {
+        __m512d a = _mm512_setzero_pd(), sum = _mm512_setzero_pd();
+        for (int g = 0; g < G; g++) {
+            __m512d v = _mm512_cvtps_pd(_mm256_loadu_ps(q + (size_t)g * D + d0));
+            a = _mm512_add_pd(a, _mm512_abs_pd(v));
+            sum = _mm512_add_pd(sum, v);
+        }
+        __mmask8 nan = _mm512_cmp_pd_mask(a, a, _CMP_UNORD_Q), gt = _mm512_cmp_pd_mask(sum, _mm512_setzero_pd(), _CMP_GT_OQ);
+        _mm512_storeu_pd(absum + d0, _mm512_mask_blend_pd(nan, a, _mm512_set1_pd(-INFINITY)));
+        for (int j = 0; j < 8; j++) pos[d0 + j] = (char)((gt >> j) & 1);
     }
+#elif SEL_AVX2
+    const __m256d absmask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffll));
+    for (; d0 + 4 <= D; d0 += 4) {
+        __m256d a = _mm256_setzero_pd(), sum = _mm256_setzero_pd();
+        for (int g = 0; g < G; g++) {
+            __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(q + (size_t)g * D + d0));
+            a = _mm256_add_pd(a, _mm256_and_pd(v, absmask));
+            sum = _mm256_add_pd(sum, v);
+        }
+        __m256d nan = _mm256_cmp_pd(a, a, _CMP_UNORD_Q);
+        int gt = _mm256_movemask_pd(_mm256_cmp_pd(sum, _mm256_setzero_pd(), _CMP_GT_OQ));
+        _mm256_storeu_pd(absum + d0, _mm256_blendv_pd(a, _mm256_set1_pd(-INFINITY), nan));
+        for (int j = 0; j < 4; j++) pos[d0 + j] = (char)((gt >> j) & 1);
+    }
+#endif
+    for (int d = d0; d < D; d++) {
+        double a = 0, sum = 0;
+        for (int g = 0; g < G; g++) {
+            a += fabs((double)q[(size_t)g * D + d]);
+            sum += q[(size_t)g * D + d];
+        }
+        absum[d] = a == a ? a : -INFINITY; /* NaN ranks last, as in the reference */
+        pos[d] = sum > 0;
+    }
+    topk_small_double(absum, D, r, dims);
     /* the temperatures need only q and the dims: computed before the page
      * scores, their dependency chains overlap the summaries' loads */
     float taus[8];
@@ -1548,4 +1536,5 @@ void kb_cpu_hybrid_scores_dims(const float *q, int G, int D, int r, const int32_
         page_score[P] = acc * invG;
     }
     if (inv != invb) free(inv);
+    if (dims_out) memcpy(dims_out, dims, (size_t)r * sizeof(int32_t));
 }

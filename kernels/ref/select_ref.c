@@ -180,47 +180,25 @@ float kb_hybrid_temperature(const float *q, int D, const int32_t *dims, int r) {
     return (float)sqrt((double)D * sel / all);
 }
 
-/* Step 2: the r dims with the largest mean |q| over the G heads, ascending
- * (topk_double: ties to the lower dim, NaN last). */
-void kb_ref_hybrid_dims(const float *q, int G, int D, int r, int32_t *dims) {
-    if (r > D) r = D;
-    if (r < 1) r = 1;
-    double *absmean = KB_MALLOC((size_t)D * sizeof(double));
-    for (int d = 0; d < D; d++) {
-        double a = 0;
-        for (int g = 0; g < G; g++) a += fabs((double)q[(size_t)g * D + d]);
-        absmean[d] = a / G;
-    }
-    topk_double(absmean, D, r, dims);
-    free(absmean);
-}
-
 void kb_ref_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
                           const void *kmin, int ld, const kb_kvstream *s, int n, int p,
                           float *page_score, float *head_w, int32_t *dims_out) {
     if (r > D) r = D;
     if (r < 1) r = 1;
-    int32_t *dims = KB_MALLOC((size_t)D * sizeof(int32_t));
-    kb_ref_hybrid_dims(q, G, D, r, dims);
-    kb_ref_hybrid_scores_dims(q, G, D, r, dims, kmax, kmin, ld, s, n, p, page_score, head_w);
-    if (dims_out) memcpy(dims_out, dims, (size_t)r * sizeof(int32_t));
-    free(dims);
-}
-
-/* Steps 3-7 over the given dims. */
-void kb_ref_hybrid_scores_dims(const float *q, int G, int D, int r, const int32_t *dims,
-                               const void *kmax, const void *kmin, int ld, const kb_kvstream *s,
-                               int n, int p, float *page_score, float *head_w) {
-    if (r > D) r = D;
-    if (r < 1) r = 1;
     int npages = (n + p - 1) / p;
-    int *pos_sign = KB_CALLOC((size_t)D, sizeof(int));
-    for (int t = 0; t < r; t++) {
-        int d = dims[t];
-        double sum = 0;
-        for (int g = 0; g < G; g++) sum += q[(size_t)g * D + d];
+    double *absmean = KB_MALLOC((size_t)D * sizeof(double));
+    int32_t *dims = KB_MALLOC((size_t)D * sizeof(int32_t));
+    int *pos_sign = KB_MALLOC((size_t)D * sizeof(int));
+    for (int d = 0; d < D; d++) {
+        double a = 0, sum = 0;
+        for (int g = 0; g < G; g++) {
+            a += fabs((double)q[(size_t)g * D + d]);
+            sum += q[(size_t)g * D + d];
+        }
+        absmean[d] = a / G;
         pos_sign[d] = sum > 0; /* a sum of exactly 0 counts as negative */
     }
+    topk_double(absmean, D, r, dims);
     double *pg = KB_MALLOC((size_t)(npages > 0 ? npages : 1) * sizeof(double));
     double *w = KB_MALLOC((size_t)(n > 0 ? n : 1) * sizeof(double));
     double *grp = KB_CALLOC((size_t)(n > 0 ? n : 1), sizeof(double));
@@ -253,6 +231,9 @@ void kb_ref_hybrid_scores_dims(const float *q, int G, int D, int r, const int32_
             for (int P = 0; P < npages; P++) head_w[(size_t)g * npages + P] = (float)w[(size_t)P * p];
     }
     for (int P = 0; P < npages; P++) page_score[P] = (float)grp[(size_t)P * p];
+    if (dims_out) memcpy(dims_out, dims, (size_t)r * sizeof(int32_t));
+    free(absmean);
+    free(dims);
     free(pos_sign);
     free(pg);
     free(w);

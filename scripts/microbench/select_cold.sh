@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.."
 [ $# -eq 2 ] || { echo "usage: $0 A.c B.c" >&2; exit 2; }
 F="-std=c11 -O2 -march=native -fopenmp -D_GNU_SOURCE -I. -Wall -Wextra"
 RA=; RB=
-for fn in hybrid_scores hybrid_dims hybrid_scores_dims topk_pages topk attn_gather page_minmax pool1d quest_scores snapkv_scores; do
+for fn in hybrid_scores topk_pages topk attn_gather page_minmax pool1d quest_scores snapkv_scores; do
   RA="$RA -Dkb_cpu_$fn=A_$fn"; RB="$RB -Dkb_cpu_$fn=B_$fn"
 done
 mkdir -p build

@@ -29,15 +29,6 @@ kb_prefill_view scen_view_at(const scen *s, int base);
 void view_free(kb_prefill_view *v);
 kb_method_ctx scen_ctx(const scen *s);
 
-struct kb_prefill;
-/* A whole-model exact prefill (methods/prefill.h) of nl layers and L
- * tokens in f16 with values from *rng (an LCG, advanced): uniform [-1, 1)
- * keys, a few 4x heavier (every 37th token from the 5th), values, and W
- * window queries per layer at positions L-W .. L-1. */
-void test_prefill_random(struct kb_prefill *pf, int nl, int Hq, int Hkv, int D, int L, int W, uint64_t *rng);
-/* The LCG behind it: uniform [-1, 1). */
-float test_lcg_unit(uint64_t *rng);
-
 typedef struct mh_result {
     int steps;       /* decode steps compared */
     int selections;  /* selection rows compared (including stage-1 rows) */

@@ -17,16 +17,33 @@
 #include <stdlib.h>
 
 #include "check.h"
-#include "method_harness.h"
 #include "methods/methodset.h"
 #include "methods/params.h"
 
 enum { NL = 3, HQ = 6, HKV = 2, D = 32, L = 300, W = 32, N = 6 };
 
 static uint64_t rng = 0x1234567ull;
-static float frand(void) { return test_lcg_unit(&rng); } /* [-1, 1) */
+static float frand(void) { /* [-1, 1) */
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(rng >> 11) * 0x1.0p-52 - 1.0);
+}
 
-static void make_prefill(kb_prefill *pf) { test_prefill_random(pf, NL, HQ, HKV, D, L, W, &rng); }
+static void make_prefill(kb_prefill *pf) {
+    prefill_init(pf, NL, HQ, HKV, D, KB_F16, W, L);
+    float k[D], v[D];
+    for (int i = 0; i < NL * HKV; i++)
+        for (int j = 0; j < L; j++) {
+            for (int d = 0; d < D; d++) {
+                k[d] = frand() * (j % 37 == 5 ? 4.0f : 1.0f); /* a few heavy keys */
+                v[d] = frand();
+            }
+            kvstream_append_f32(&pf->kv[i], k, v, j);
+        }
+    for (size_t x = 0; x < (size_t)NL * W * HQ * D; x++) pf->qwin[x] = frand();
+    for (int i = 0; i < W; i++) pf->qwin_pos[i] = L - W + i;
+    for (int l = 0; l < NL; l++) pf->nq_layer[l] = W;
+    pf->n_q = W;
+}
 
 typedef struct src_state {
     const kb_prefill *from;

@@ -14,7 +14,6 @@
 #define kb_matvec_mode kb_matvec_mode_avx2
 #define kb_matvec_mode_name kb_matvec_mode_name_avx2
 #define kb_matvec_multi kb_matvec_multi_avx2
-#define kb_matvec_multi_mid kb_matvec_multi_mid_avx2
 #define kb_r16_available kb_r16_available_avx2
 #define kb_r16_regroups kb_r16_regroups_avx2
 #define kb_matvec_default_mode kb_matvec_default_mode_avx2

@@ -17,7 +17,6 @@
 #define kb_matvec_mode kb_matvec_mode_scalar
 #define kb_matvec_mode_name kb_matvec_mode_name_scalar
 #define kb_matvec_multi kb_matvec_multi_scalar
-#define kb_matvec_multi_mid kb_matvec_multi_mid_scalar
 #define kb_r16_available kb_r16_available_scalar
 #define kb_r16_regroups kb_r16_regroups_scalar
 #define kb_matvec_default_mode kb_matvec_default_mode_scalar

@@ -22,8 +22,6 @@
 #define kb_cpu_page_minmax kb_cpu_page_minmax_avx2
 #define kb_cpu_quest_scores kb_cpu_quest_scores_avx2
 #define kb_cpu_hybrid_scores kb_cpu_hybrid_scores_avx2
-#define kb_cpu_hybrid_dims kb_cpu_hybrid_dims_avx2
-#define kb_cpu_hybrid_scores_dims kb_cpu_hybrid_scores_dims_avx2
 #define kb_kernels_cpu kb_kernels_cpu_avx2
 #include "kernels/cpu/select_cpu.c"
 
@@ -35,8 +33,6 @@ const kb_kernels kb_kernels_cpu_avx2 = {
     .page_minmax = kb_cpu_page_minmax,
     .quest_scores = kb_cpu_quest_scores,
     .hybrid_scores = kb_cpu_hybrid_scores,
-    .hybrid_dims = kb_cpu_hybrid_dims,
-    .hybrid_scores_dims = kb_cpu_hybrid_scores_dims,
     .topk = kb_cpu_topk,
     .topk_pages = kb_cpu_topk_pages,
 };

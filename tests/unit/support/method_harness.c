@@ -9,7 +9,6 @@
 #include <stdlib.h>
 
 #include "methods/params.h"
-#include "methods/prefill.h"
 #include "methods_brute.h"
 
 /* ---- random numbers (xorshift64*, Box-Muller) ---- */
@@ -616,28 +615,4 @@ int mh_compare_turns(const char *json, const scen *s, const scen *turn, double o
     free(all);
     bufs_free(&w);
     return bad;
-}
-
-float test_lcg_unit(uint64_t *rng) {
-    *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((double)(*rng >> 11) * 0x1.0p-52 - 1.0);
-}
-
-void test_prefill_random(kb_prefill *pf, int nl, int Hq, int Hkv, int D, int L, int W, uint64_t *rng) {
-    prefill_init(pf, nl, Hq, Hkv, D, KB_F16, W, L);
-    float *k = malloc((size_t)D * sizeof(float)), *v = malloc((size_t)D * sizeof(float));
-    for (int i = 0; i < nl * Hkv; i++)
-        for (int j = 0; j < L; j++) {
-            for (int d = 0; d < D; d++) {
-                k[d] = test_lcg_unit(rng) * (j % 37 == 5 ? 4.0f : 1.0f); /* a few heavy keys */
-                v[d] = test_lcg_unit(rng);
-            }
-            kvstream_append_f32(&pf->kv[i], k, v, j);
-        }
-    for (size_t x = 0; x < (size_t)nl * W * Hq * D; x++) pf->qwin[x] = test_lcg_unit(rng);
-    for (int i = 0; i < W; i++) pf->qwin_pos[i] = L - W + i;
-    for (int l = 0; l < nl; l++) pf->nq_layer[l] = W;
-    pf->n_q = W;
-    free(k);
-    free(v);
 }
