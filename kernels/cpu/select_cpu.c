@@ -9,6 +9,7 @@
  * terms); max pooling with a monotone deque. Raw speed (threads, blocking)
  * is for the performance work; layouts are already row-contiguous. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "kernels/attn_impl.h"
@@ -1067,8 +1068,22 @@ static inline void hyb_prefetch_step(const char *const *rowp, int r, int b0, int
  * line 64 pages ahead), and 0.37x for 2158 pages of the 8B geometry. With
  * 44 lines in flight (the AVX2 choice) the ratio was 0.92-0.96x, 96
  * 0.89-0.91x, 192 0.95x, 300 1.27x; bands of 6-33 rows were no better than
- * 11 (PERFORMANCE.md, "The Xeon again"). */
-enum { HYB_INFLIGHT = 96 };
+ * 11 (PERFORMANCE.md, "The Xeon again"). On AMD's Zen 4 fewer lines in
+ * flight are faster: 44 (4 steps ahead) took a cold select 0.91-0.94x the
+ * cycles of 96 (PERFORMANCE.md, "A Zen 4 EPYC"), as 44 was best on Zen 3's
+ * AVX2 path, while SparQ's two rows (48 steps ahead at 96) lost 4-5% at 44;
+ * so 44 on AMD for a full band of rows, else 96 (prefetches only: the same
+ * bits). */
+static int hyb_inflight(int r) {
+    static atomic_int amd; /* 0 unknown, 1 AMD, 2 not */
+    int a = atomic_load_explicit(&amd, memory_order_relaxed);
+    if (!a) {
+        __builtin_cpu_init();
+        a = __builtin_cpu_is("amd") ? 1 : 2;
+        atomic_store_explicit(&amd, a, memory_order_relaxed);
+    }
+    return a == 1 && r >= HYB_BAND ? 44 : 96;
+}
 static inline __attribute__((always_inline)) void hyb_pages_g(const char *const *rowp, const float *qv, int r,
                                                               kb_dtype dt, int np, float *sc, size_t lds,
                                                               float *mx, const int G) {
@@ -1078,7 +1093,7 @@ static inline __attribute__((always_inline)) void hyb_pages_g(const char *const 
     for (int g = 0; g < G; g++) vmx[g] = _mm512_set1_ps(-INFINITY);
     const int nst = (np + 31) / 32;       /* steps of 32 pages */
     const size_t sb = (size_t)32 * esz;   /* bytes of a row per step: one or two lines */
-    const int ahead = hyb_prefetch_start(rowp, r, HYB_INFLIGHT, nst, sb);
+    const int ahead = hyb_prefetch_start(rowp, r, hyb_inflight(r), nst, sb);
     for (int b0 = 0; b0 < r; b0 += HYB_BAND) {
         const int b1 = KB_MIN(r, b0 + HYB_BAND), last = b1 == r;
         for (int st = 0; st < nst; st++) {
