@@ -1027,14 +1027,20 @@ static void topk_small_double(const double *x, int D, int r, int32_t *out) {
  * `ahead`; hyb_prefetch_step, at step st of band [b0, b1), asks for step
  * st + ahead of this band, or past its end for the next band's. */
 enum { HYB_BAND = 11 };
-static inline int hyb_prefetch_start(const char *const *rowp, int r, int inflight, int nst, size_t sb) {
+static inline void hyb_pf(const char *a, int l2) { /* into L1, or with l2 into L2 only */
+    if (l2)
+        _mm_prefetch(a, _MM_HINT_T2);
+    else
+        _mm_prefetch(a, _MM_HINT_T0);
+}
+static inline int hyb_prefetch_start(const char *const *rowp, int r, int inflight, int nst, size_t sb, int l2) {
     const int ahead = KB_MAX(4, inflight / KB_MIN(HYB_BAND, r));
     for (int t = 0; t < KB_MIN(HYB_BAND, r); t++)
-        for (size_t o = 0; o < (size_t)KB_MIN(ahead, nst) * sb; o += 64) _mm_prefetch(rowp[t] + o, _MM_HINT_T0);
+        for (size_t o = 0; o < (size_t)KB_MIN(ahead, nst) * sb; o += 64) hyb_pf(rowp[t] + o, l2);
     return ahead;
 }
 static inline void hyb_prefetch_step(const char *const *rowp, int r, int b0, int b1, int st, int ahead, int nst,
-                                     size_t sb) {
+                                     size_t sb, int l2) {
     int ps = st + ahead, p0 = b0, p1 = b1;
     if (ps >= nst) {
         ps -= nst;
@@ -1043,7 +1049,7 @@ static inline void hyb_prefetch_step(const char *const *rowp, int r, int b0, int
     }
     if (ps < nst)
         for (int t = p0; t < p1; t++)
-            for (size_t o = 0; o < sb; o += 64) _mm_prefetch(rowp[t] + (size_t)ps * sb + o, _MM_HINT_T0);
+            for (size_t o = 0; o < sb; o += 64) hyb_pf(rowp[t] + (size_t)ps * sb + o, l2);
 }
 #endif
 
@@ -1062,19 +1068,22 @@ static inline void hyb_prefetch_step(const char *const *rowp, int r, int b0, int
  * sc (masked loads and stores of the real pages: the same FMAs in the same
  * order per lane, so the same bits), the last band takes the running max,
  * and the software prefetch runs `ahead` steps ahead in band order, about
- * HYB_INFLIGHT lines. On the 2-core Xeon (cold summaries, select_cold) this
+ * 96 lines (fewer on AMD, below). On the 2-core Xeon (cold summaries, select_cold) this
  * took kb_cpu_hybrid_scores for a RocketKV select at 8K / B = 256 from
  * ~11,000 to ~9,900 TSC cycles (before: all rows at once, each row's next
  * line 64 pages ahead), and 0.37x for 2158 pages of the 8B geometry. With
  * 44 lines in flight (the AVX2 choice) the ratio was 0.92-0.96x, 96
  * 0.89-0.91x, 192 0.95x, 300 1.27x; bands of 6-33 rows were no better than
- * 11 (PERFORMANCE.md, "The Xeon again"). On AMD's Zen 4 fewer lines in
- * flight are faster: 44 (4 steps ahead) took a cold select 0.91-0.94x the
- * cycles of 96 (PERFORMANCE.md, "A Zen 4 EPYC"), as 44 was best on Zen 3's
- * AVX2 path, while SparQ's two rows (48 steps ahead at 96) lost 4-5% at 44;
- * so 44 on AMD for a full band of rows, else 96 (prefetches only: the same
- * bits). */
-static int hyb_inflight(int r) {
+ * 11 (PERFORMANCE.md, "The Xeon again"). On AMD's Zen 4 (same harness,
+ * both orders; PERFORMANCE.md, "A Zen 4 EPYC"), with a full band of rows:
+ * 44 lines into L1 (4 steps ahead, the AVX2 path's choice on Zen 3) took a
+ * cold select 0.91-0.94x the cycles of 96, and for rows of at most 32 steps
+ * (1024 pages) prefetching into L2 only (T2) 12 steps ahead (~132 lines)
+ * another ~0.89x (483 and 432 pages); for 2158 pages T2 was 5-10% slower at
+ * 4-12 steps, so longer rows keep 44 into L1. Fewer rows than a band
+ * (SparQ's two: 48 steps ahead at 96) keep 96, which 44 made 4-5% slower.
+ * Prefetches only: the same bits on every machine. */
+static int hyb_amd(void) {
     static atomic_int amd; /* 0 unknown, 1 AMD, 2 not */
     int a = atomic_load_explicit(&amd, memory_order_relaxed);
     if (!a) {
@@ -1082,7 +1091,7 @@ static int hyb_inflight(int r) {
         a = __builtin_cpu_is("amd") ? 1 : 2;
         atomic_store_explicit(&amd, a, memory_order_relaxed);
     }
-    return a == 1 && r >= HYB_BAND ? 44 : 96;
+    return a == 1;
 }
 static inline __attribute__((always_inline)) void hyb_pages_g(const char *const *rowp, const float *qv, int r,
                                                               kb_dtype dt, int np, float *sc, size_t lds,
@@ -1093,12 +1102,13 @@ static inline __attribute__((always_inline)) void hyb_pages_g(const char *const 
     for (int g = 0; g < G; g++) vmx[g] = _mm512_set1_ps(-INFINITY);
     const int nst = (np + 31) / 32;       /* steps of 32 pages */
     const size_t sb = (size_t)32 * esz;   /* bytes of a row per step: one or two lines */
-    const int ahead = hyb_prefetch_start(rowp, r, hyb_inflight(r), nst, sb);
+    const int l2 = hyb_amd() && r >= HYB_BAND && nst <= 32, ahead44 = hyb_amd() && r >= HYB_BAND;
+    const int ahead = hyb_prefetch_start(rowp, r, l2 ? 132 : ahead44 ? 44 : 96, nst, sb, l2);
     for (int b0 = 0; b0 < r; b0 += HYB_BAND) {
         const int b1 = KB_MIN(r, b0 + HYB_BAND), last = b1 == r;
         for (int st = 0; st < nst; st++) {
             const int P0 = st * 32, nr = np - P0;
-            hyb_prefetch_step(rowp, r, b0, b1, st, ahead, nst, sb);
+            hyb_prefetch_step(rowp, r, b0, b1, st, ahead, nst, sb, l2);
             __mmask16 m0 = nr >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nr) - 1);
             __mmask16 m1 = nr >= 32 ? (__mmask16)0xffff : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
             __m512 acc[8][2];
@@ -1200,12 +1210,12 @@ static inline __attribute__((always_inline)) void hyb_pages_g8(const char *const
      * asked for at 2-4 steps in a row and lies 2 or 1 lines ahead; asking
      * once per line and twice as far ahead measured 1.00-1.06x the time
      * (Llama's G 4, D 128, r 60-75), so the simpler form stays */
-    const int ahead = hyb_prefetch_start(rowp, r, HYB_INFLIGHT, nst, sb);
+    const int ahead = hyb_prefetch_start(rowp, r, HYB_INFLIGHT, nst, sb, 0);
     for (int b0 = 0; b0 < r; b0 += HYB_BAND) {
         const int b1 = KB_MIN(r, b0 + HYB_BAND), last = b1 == r;
         for (int st = 0; st < nst; st++) {
             const int P0 = st * step, nr = np - P0;
-            hyb_prefetch_step(rowp, r, b0, b1, st, ahead, nst, sb);
+            hyb_prefetch_step(rowp, r, b0, b1, st, ahead, nst, sb, 0);
             /* vectors past the last real page (w > 0, nr <= 8 w) are
              * neither loaded from sc nor stored: sc rows end at pad16(np) */
             __m256 acc[8][4];
