@@ -123,7 +123,8 @@ static inline unsigned lowest_bits(unsigned e, int c) {
 /* dst[0..popcount(k)) := v's lanes selected by k, in order. The compress in
  * a register and a masked store: the same bytes as
  * _mm512_mask_compressstoreu_epi32, whose memory form is microcoded on Zen 4
- * (a top-k of 483 keys took ~3,700 cycles with it, see PERFORMANCE.md).
+ * (a top-k of 483 pages took 3,146 cycles with it, 1,222 without: PERFORMANCE.md,
+ * "The selection on Zen 4").
  * Writes nothing past dst + popcount(k). */
 static inline void compress_store16(int32_t *dst, __mmask16 k, __m512i v) {
     _mm512_mask_storeu_epi32(dst, (__mmask16)((1u << __builtin_popcount(k)) - 1), _mm512_maskz_compress_epi32(k, v));
@@ -1068,14 +1069,15 @@ static inline void hyb_prefetch_step(const char *const *rowp, int r, int b0, int
  * sc (masked loads and stores of the real pages: the same FMAs in the same
  * order per lane, so the same bits), the last band takes the running max,
  * and the software prefetch runs `ahead` steps ahead in band order, about
- * 96 lines (fewer on AMD, below). On the 2-core Xeon (cold summaries, select_cold) this
+ * hyb_inflight() lines (96; on AMD, below). On the 2-core Xeon (cold summaries,
+ * select_cold) this
  * took kb_cpu_hybrid_scores for a RocketKV select at 8K / B = 256 from
  * ~11,000 to ~9,900 TSC cycles (before: all rows at once, each row's next
  * line 64 pages ahead), and 0.37x for 2158 pages of the 8B geometry. With
  * 44 lines in flight (the AVX2 choice) the ratio was 0.92-0.96x, 96
  * 0.89-0.91x, 192 0.95x, 300 1.27x; bands of 6-33 rows were no better than
  * 11 (PERFORMANCE.md, "The Xeon again"). On AMD's Zen 4 (same harness,
- * both orders; PERFORMANCE.md, "A Zen 4 EPYC"), with a full band of rows:
+ * both orders; PERFORMANCE.md, "The selection on Zen 4"), with a full band of rows:
  * 44 lines into L1 (4 steps ahead, the AVX2 path's choice on Zen 3) took a
  * cold select 0.91-0.94x the cycles of 96, and for rows of at most 32 steps
  * (1024 pages) prefetching into L2 only (T2) 12 steps ahead (~132 lines)
@@ -1093,6 +1095,14 @@ static int hyb_amd(void) {
     }
     return a == 1;
 }
+/* Lines ahead for r rows of nst steps; *l2 := prefetch into L2 only. */
+static int hyb_inflight(int r, int nst, int *l2) {
+    *l2 = 0;
+    if (r < HYB_BAND || !hyb_amd()) return 96;
+    if (nst > 32) return 4 * HYB_BAND;
+    *l2 = 1;
+    return 12 * HYB_BAND;
+}
 static inline __attribute__((always_inline)) void hyb_pages_g(const char *const *rowp, const float *qv, int r,
                                                               kb_dtype dt, int np, float *sc, size_t lds,
                                                               float *mx, const int G) {
@@ -1102,8 +1112,9 @@ static inline __attribute__((always_inline)) void hyb_pages_g(const char *const 
     for (int g = 0; g < G; g++) vmx[g] = _mm512_set1_ps(-INFINITY);
     const int nst = (np + 31) / 32;       /* steps of 32 pages */
     const size_t sb = (size_t)32 * esz;   /* bytes of a row per step: one or two lines */
-    const int l2 = hyb_amd() && r >= HYB_BAND && nst <= 32, ahead44 = hyb_amd() && r >= HYB_BAND;
-    const int ahead = hyb_prefetch_start(rowp, r, l2 ? 132 : ahead44 ? 44 : 96, nst, sb, l2);
+    int l2;
+    const int inflight = hyb_inflight(r, nst, &l2);
+    const int ahead = hyb_prefetch_start(rowp, r, inflight, nst, sb, l2);
     for (int b0 = 0; b0 < r; b0 += HYB_BAND) {
         const int b1 = KB_MIN(r, b0 + HYB_BAND), last = b1 == r;
         for (int st = 0; st < nst; st++) {
