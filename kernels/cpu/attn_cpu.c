@@ -3,14 +3,12 @@
  * Decode (kb_cpu_attn_dense, _heads, gathered rows, qk_scores): memory-bound.
  * K and V are each read once, in blocks of 16 rows: a block's K rows are
  * converted to f32 once (F16C) and shared by the G query heads of the group,
- * each head's 16 scores are reduced together. Attention is one software-
- * pipelined pass (attn16): the row loop that converts and scores block b's K
- * rows also accumulates block b-1's V rows with their softmax weights, so
- * both streams are read at an even rate alongside the arithmetic (reading K
- * for a whole chunk, then V, measured 15-20% slower at 8K); the online
- * softmax keeps a running max per head and rescales when it rises. Rows a
+ * each head's 16 scores reduced in registers as the rows come (block_dots).
+ * Attention (attn16) takes a block's scores, its softmax (an online softmax:
+ * a running max per head, the sum and accumulator rescaled when it rises),
+ * then its V rows, so the K and V streams alternate every 16 rows. Rows a
  * few KiB ahead are prefetched in software (the hardware prefetcher alone
- * left this VM's streams at half bandwidth). The rows are split into chunks
+ * left the Xeon VMs' streams at half bandwidth). The rows are split into chunks
  * of DEC_CHUNK that the decode worker pool (kernels/pool.h) runs, over all
  * KV heads of a layer at once (attn_dense_heads), several consecutive chunks
  * per pool task with the prefetch running on across chunk ends (long streams
@@ -85,35 +83,63 @@ static ALWAYS_INLINE void prefetch_row(const char *K, const char *V, size_t row,
     }
 }
 
-/* Row `row` of K as f32 (DV vectors in registers) and each of the G heads'
- * 16-lane partial dot products with it, to dst[g][r]: lane l holds the sum
- * over t of q[16t + l] * k[16t + l], multiplied first and then added by FMAs
- * in t order (hsum16x16 of 16 rows' vectors gives their dot products). */
-static ALWAYS_INLINE void row_dots(const int G, const int DV, const kb_dtype dt, const float *qs, const char *krow,
-                                   float (*dst)[16][16], int r) {
+/* The 16 scores of a block of 16 rows for each of the G heads, out[g] lane
+ * r = the dot product of q_g and row r, reduced in registers as the rows
+ * come: a row's K converted to f32 once (DV vectors) and shared by the G
+ * heads; head g's 16-lane partial dot (lane l = sum over t of q[16t + l] *
+ * k[16t + l], FMAs in t order) enters a reduction tree at once: rows 2i and
+ * 2i+1 paired by unpack + add, pairs of pairs by shuffle + add, and so on,
+ * the very adds of simd_hsum16x16 over the block's 16 vectors (the same
+ * bits), without the 16 x G vectors and their transposition ever going
+ * through memory (the older kernel stored each row's partial dots and
+ * reduced them from the stack: ~9 512-bit stores a row, which Zen 4 issues
+ * at one per two cycles). Rows r >= nr repeat row nr - 1 (their lanes are
+ * not kept). Rows pf ahead of row r are prefetched (K, and V when V is not
+ * NULL) while row r < nr is converted. Fully unrolled for compile-time G
+ * and DV: the tree's 4 pending vectors per head, the row's DV and a few
+ * temporaries stay in the 32 zmm registers. */
+static ALWAYS_INLINE void block_dots(const int G, const int DV, const kb_dtype dt, const float *qs,
+                                     const char *K, const char *V, size_t rb, const int32_t *idx,
+                                     int j, int nr, int pf, int lim, __m512 *out) {
     const size_t esz = dt == KB_F32 ? 4 : 2;
-    __m512 k[DMAX_V] = {0};
+    __m512 t1[GMAX_V], t2[GMAX_V], t3[GMAX_V], t4[GMAX_V];
 #pragma GCC unroll 16
-    for (int t = 0; t < DV; t++) k[t] = ld16(dt, krow + t * 16 * esz);
+    for (int r = 0; r < 16; r++) {
+        if (r < nr) {
+            int jp = j + r + pf;
+            if (jp < lim) prefetch_row(K, V, (size_t)(idx ? idx[jp] : jp), rb);
+        }
+        int rr = r < nr ? r : nr - 1;
+        const char *krow = K + (size_t)(idx ? idx[j + rr] : j + rr) * rb;
+        __m512 k[DMAX_V];
+#pragma GCC unroll 16
+        for (int t = 0; t < DV; t++) k[t] = ld16(dt, krow + t * 16 * esz);
 #pragma GCC unroll 8
-    for (int g = 0; g < G; g++) {
-        const float *qg = qs + (size_t)g * DV * 16;
-        __m512 a = _mm512_mul_ps(_mm512_loadu_ps(qg), k[0]);
+        for (int g = 0; g < G; g++) {
+            const float *qg = qs + (size_t)g * DV * 16;
+            __m512 a = _mm512_mul_ps(_mm512_loadu_ps(qg), k[0]);
 #pragma GCC unroll 16
-        for (int t = 1; t < DV; t++) a = _mm512_fmadd_ps(_mm512_loadu_ps(qg + 16 * t), k[t], a);
-        _mm512_store_ps(dst[g][r], a);
+            for (int t = 1; t < DV; t++) a = _mm512_fmadd_ps(_mm512_loadu_ps(qg + 16 * t), k[t], a);
+            if (!(r & 1)) { t1[g] = a; continue; }
+            __m512 x = _mm512_add_ps(_mm512_unpacklo_ps(t1[g], a), _mm512_unpackhi_ps(t1[g], a));
+            if (!(r & 2)) { t2[g] = x; continue; }
+            __m512 y = _mm512_add_ps(_mm512_shuffle_ps(t2[g], x, _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm512_shuffle_ps(t2[g], x, _MM_SHUFFLE(3, 2, 3, 2)));
+            if (!(r & 4)) { t3[g] = y; continue; }
+            __m512 z = _mm512_add_ps(_mm512_shuffle_f32x4(t3[g], y, _MM_SHUFFLE(2, 0, 2, 0)),
+                                     _mm512_shuffle_f32x4(t3[g], y, _MM_SHUFFLE(3, 1, 3, 1)));
+            if (!(r & 8)) { t4[g] = z; continue; }
+            out[g] = _mm512_add_ps(_mm512_shuffle_f32x4(t4[g], z, _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_f32x4(t4[g], z, _MM_SHUFFLE(3, 1, 3, 1)));
+        }
     }
 }
 
 /* Scores of one chunk (qk_scores): rows r(j) for j in [j0, j1), j1 - j0 <=
  * DEC_CHUNK (r(j) = idx ? idx[j] : j), the G heads qs [G][D], to
- * sc_out[g*ldo + j]. Blocks of 16 rows, pipelined like attn16: the row
- * loop of iteration b loads block b's K rows one at a time into registers
- * (f32), stores each head's 16-lane partial dots to dbuf, and reduces block
- * b-1's 16 dot products of head g (hsum16x16) after row 16g/G, so loads
- * and arithmetic are spread evenly. Rows pf ahead are prefetched. G, DV
- * (= D/16) and dt are compile-time constants in the specialised copies
- * below. */
+ * sc_out[g*ldo + j], a block of 16 rows at a time (block_dots). Rows pf
+ * ahead are prefetched. G, DV (= D/16) and dt are compile-time constants
+ * in the specialised copies below. */
 static ALWAYS_INLINE void scores16(const int G, const int DV, const kb_dtype dt, const float *qs,
                                    const kb_kvstream *s, const int32_t *idx, int j0, int j1,
                                    float *sc_out, int ldo) {
@@ -123,129 +149,78 @@ static ALWAYS_INLINE void scores16(const int G, const int DV, const kb_dtype dt,
     /* dense rows prefetch past the chunk (the next chunk, usually this
      * thread's: dec_span) so a chunk does not start with pf cold rows */
     const int lim = idx ? j1 : s->n;
-    float dbuf[2][GMAX_V][16][16] __attribute__((aligned(64)));
     for (int jj = j0; jj < KB_MIN(j0 + pf, lim); jj++) prefetch_row(K, NULL, (size_t)(idx ? idx[jj] : jj), rb);
-    const int n = j1 - j0;
-    for (int b = 0;; b++) {
-        int j = j0 + 16 * b;
-        int nr = KB_MAX(0, KB_MIN(16, n - 16 * b));
-        int nr1 = b >= 1 ? KB_MAX(0, KB_MIN(16, n - 16 * (b - 1))) : 0;
-        if (!nr && !nr1) break;
-        float(*dcur)[16][16] = dbuf[b & 1], (*dprev)[16][16] = dbuf[(b + 1) & 1];
-        for (int r = 0; r < 16; r++) {
-            if (r < nr) {
-                int jp = j + r + pf;
-                if (jp < lim) prefetch_row(K, NULL, (size_t)(idx ? idx[jp] : jp), rb);
-            }
-            if (nr) {
-                /* rows past the end repeat the last one; their scores are not kept */
-                int rr = r < nr ? r : nr - 1;
-                row_dots(G, DV, dt, qs, K + (size_t)(idx ? idx[j + rr] : j + rr) * rb, dcur, r);
-            }
-            if (nr1) {
+    for (int j = j0; j < j1; j += 16) {
+        const int nr = KB_MIN(16, j1 - j);
+        __m512 sc[GMAX_V];
+        block_dots(G, DV, dt, qs, K, NULL, rb, idx, j, nr, pf, lim, sc);
 #pragma GCC unroll 8
-                for (int g = 0; g < G; g++) {
-                    if ((g * 16) / G != r) continue;
-                    __m512 d[16];
-#pragma GCC unroll 16
-                    for (int u = 0; u < 16; u++) d[u] = _mm512_load_ps(dprev[g][u]);
-                    _mm512_mask_storeu_ps(sc_out + (size_t)g * ldo + j - 16, (__mmask16)((1u << nr1) - 1),
-                                          simd_hsum16x16(d));
-                }
-            }
-        }
+        for (int g = 0; g < G; g++)
+            _mm512_mask_storeu_ps(sc_out + (size_t)g * ldo + j, (__mmask16)((1u << nr) - 1), sc[g]);
     }
 }
 
-/* Attention over one chunk (rows as in scores16) into part, in one
- * software-pipelined pass over blocks of 16 rows: the row loop of iteration
- * b converts and scores block b's K rows (each head's 16-lane partial dots
- * to dbuf), runs block b-1's softmax (16 scores per head by hsum16x16, the
- * running max, the weights; head g after row 16g/G) and accumulates block
- * b-2's V rows with their weights. Every row of the loop thus loads from
- * both streams and mixes the kinds of work (reading K for a whole chunk and
- * then V from cache left memory idle a third of the time). A rise of the
- * max found at block b-1's softmax rescales the sum at once and acc at the
- * start of iteration b+1, when acc holds exactly the blocks before b-1. */
+/* Attention over one chunk (rows as in scores16) into part, a block of 16
+ * rows at a time: the block's scores (block_dots, which also prefetches
+ * both streams), its softmax (the block's max over the valid rows; if it
+ * exceeds the running max m of a head, that head's sum l and accumulator
+ * acc are rescaled by exp(m - max) first; the weights exp(x - m) are added
+ * to l as a 16-lane sum), then its V rows accumulated as acc += w * v by
+ * FMAs in row order. The K and V streams alternate every 2 KiB (SmolLM2's
+ * rows) with both prefetched 4 KiB ahead, so memory sees them at an even
+ * rate (reading K for a whole chunk of 256 rows and then V measured 15-20%
+ * slower at 8K). */
 static ALWAYS_INLINE void attn16(const int G, const int DV, const kb_dtype dt, const float *qs,
-                                   const kb_kvstream *s, const int32_t *idx, int j0, int j1,
-                                   dec_part *part) {
+                                 const kb_kvstream *s, const int32_t *idx, int j0, int j1,
+                                 dec_part *part) {
     const size_t esz = dt == KB_F32 ? 4 : 2, rb = (size_t)DV * 16 * esz;
     const char *K = s->K, *V = s->V;
     const int pf = (int)((DEC_PF_BYTES + rb - 1) / rb);
     const int lim = idx ? j1 : s->n;
-    float dbuf[2][GMAX_V][16][16] __attribute__((aligned(64)));
-    float pb[2][GMAX_V][16] __attribute__((aligned(64)));
-    float mrun[GMAX_V], corr[GMAX_V];
+    float pb[GMAX_V][16] __attribute__((aligned(64)));
+    float mrun[GMAX_V];
     __m512 lsum[GMAX_V], acc[GMAX_V][DMAX_V];
 #pragma GCC unroll 8
     for (int g = 0; g < G; g++) {
         mrun[g] = -INFINITY;
-        corr[g] = 1.0f;
         lsum[g] = _mm512_setzero_ps();
 #pragma GCC unroll 16
         for (int t = 0; t < DV; t++) acc[g][t] = _mm512_setzero_ps();
     }
     for (int jj = j0; jj < KB_MIN(j0 + pf, lim); jj++) prefetch_row(K, V, (size_t)(idx ? idx[jj] : jj), rb);
-    const int n = j1 - j0;
-    for (int b = 0;; b++) {
-        int j = j0 + 16 * b;
-        int nr = KB_MAX(0, KB_MIN(16, n - 16 * b));
-        int nr1 = b >= 1 ? KB_MAX(0, KB_MIN(16, n - 16 * (b - 1))) : 0;
-        int nr2 = b >= 2 ? KB_MAX(0, KB_MIN(16, n - 16 * (b - 2))) : 0;
-        if (!nr && !nr1 && !nr2) break;
-        /* a rise found at block b-2's softmax: acc holds the blocks before b-2 */
+    for (int j = j0; j < j1; j += 16) {
+        const int nr = KB_MIN(16, j1 - j);
+        __m512 sc[GMAX_V];
+        block_dots(G, DV, dt, qs, K, V, rb, idx, j, nr, pf, lim, sc);
+        const __mmask16 valid = (__mmask16)((1u << nr) - 1);
 #pragma GCC unroll 8
-        for (int g = 0; g < G; g++)
-            if (corr[g] != 1.0f) {
-                __m512 c = _mm512_set1_ps(corr[g]);
+        for (int g = 0; g < G; g++) {
+            __m512 x = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), valid, sc[g]);
+            float bm = _mm512_reduce_max_ps(x);
+            if (bm > mrun[g]) {
+                float c = mrun[g] == -INFINITY ? 0.0f : simd_exp1(mrun[g] - bm);
+                __m512 cv = _mm512_set1_ps(c);
+                lsum[g] = _mm512_mul_ps(lsum[g], cv);
 #pragma GCC unroll 16
-                for (int t = 0; t < DV; t++) acc[g][t] = _mm512_mul_ps(acc[g][t], c);
-                corr[g] = 1.0f;
+                for (int t = 0; t < DV; t++) acc[g][t] = _mm512_mul_ps(acc[g][t], cv);
+                mrun[g] = bm;
             }
-        float(*dcur)[16][16] = dbuf[b & 1], (*dprev)[16][16] = dbuf[(b + 1) & 1];
-        float(*pnew)[16] = pb[(b + 1) & 1], (*pold)[16] = pb[b & 1];
+            __m512 p = simd_exp512(_mm512_sub_ps(x, _mm512_set1_ps(mrun[g])));
+            lsum[g] = _mm512_add_ps(lsum[g], p);
+            _mm512_store_ps(pb[g], p);
+        }
+#pragma GCC unroll 16
         for (int r = 0; r < 16; r++) {
-            if (r < nr) {
-                int jp = j + r + pf;
-                if (jp < lim) prefetch_row(K, V, (size_t)(idx ? idx[jp] : jp), rb);
-            }
-            if (nr) {
-                int rr = r < nr ? r : nr - 1;
-                row_dots(G, DV, dt, qs, K + (size_t)(idx ? idx[j + rr] : j + rr) * rb, dcur, r);
-            }
-            if (nr1) {
+            if (r >= nr) break;
+            const char *vrow = V + (size_t)(idx ? idx[j + r] : j + r) * rb;
+            __m512 v[DMAX_V];
+#pragma GCC unroll 16
+            for (int t = 0; t < DV; t++) v[t] = ld16(dt, vrow + t * 16 * esz);
 #pragma GCC unroll 8
-                for (int g = 0; g < G; g++) {
-                    if ((g * 16) / G != r) continue;
-                    __m512 d[16];
+            for (int g = 0; g < G; g++) {
+                __m512 w = _mm512_set1_ps(pb[g][r]);
 #pragma GCC unroll 16
-                    for (int u = 0; u < 16; u++) d[u] = _mm512_load_ps(dprev[g][u]);
-                    __mmask16 valid = (__mmask16)((1u << nr1) - 1);
-                    __m512 x = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), valid, simd_hsum16x16(d));
-                    float bm = _mm512_reduce_max_ps(x);
-                    if (bm > mrun[g]) {
-                        float c = mrun[g] == -INFINITY ? 0.0f : simd_exp1(mrun[g] - bm);
-                        lsum[g] = _mm512_mul_ps(lsum[g], _mm512_set1_ps(c));
-                        corr[g] = c;
-                        mrun[g] = bm;
-                    }
-                    __m512 p = simd_exp512(_mm512_sub_ps(x, _mm512_set1_ps(mrun[g])));
-                    lsum[g] = _mm512_add_ps(lsum[g], p);
-                    _mm512_store_ps(pnew[g], p);
-                }
-            }
-            if (r < nr2) {
-                size_t row = (size_t)(idx ? idx[j - 32 + r] : j - 32 + r);
-                __m512 v[DMAX_V] = {0};
-#pragma GCC unroll 16
-                for (int t = 0; t < DV; t++) v[t] = ld16(dt, V + row * rb + t * 16 * esz);
-#pragma GCC unroll 8
-                for (int g = 0; g < G; g++) {
-                    __m512 w = _mm512_set1_ps(pold[g][r]);
-#pragma GCC unroll 16
-                    for (int t = 0; t < DV; t++) acc[g][t] = _mm512_fmadd_ps(w, v[t], acc[g][t]);
-                }
+                for (int t = 0; t < DV; t++) acc[g][t] = _mm512_fmadd_ps(w, v[t], acc[g][t]);
             }
         }
     }

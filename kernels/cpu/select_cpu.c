@@ -1084,21 +1084,11 @@ static inline void hyb_prefetch_step(const char *const *rowp, int r, int b0, int
  * another ~0.89x (483 and 432 pages); for 2158 pages T2 was 5-10% slower at
  * 4-12 steps, so longer rows keep 44 into L1. Fewer rows than a band
  * (SparQ's two: 48 steps ahead at 96) keep 96, which 44 made 4-5% slower.
- * Prefetches only: the same bits on every machine. */
-static int hyb_amd(void) {
-    static atomic_int amd; /* 0 unknown, 1 AMD, 2 not */
-    int a = atomic_load_explicit(&amd, memory_order_relaxed);
-    if (!a) {
-        __builtin_cpu_init();
-        a = __builtin_cpu_is("amd") ? 1 : 2;
-        atomic_store_explicit(&amd, a, memory_order_relaxed);
-    }
-    return a == 1;
-}
-/* Lines ahead for r rows of nst steps; *l2 := prefetch into L2 only. */
+ * Prefetches only (the vendor from simd_cpu_amd): the same bits on every
+ * machine. Lines ahead for r rows of nst steps; *l2 := into L2 only. */
 static int hyb_inflight(int r, int nst, int *l2) {
     *l2 = 0;
-    if (r < HYB_BAND || !hyb_amd()) return 96;
+    if (r < HYB_BAND || !simd_cpu_amd()) return 96;
     if (nst > 32) return 4 * HYB_BAND;
     *l2 = 1;
     return 12 * HYB_BAND;

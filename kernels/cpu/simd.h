@@ -11,10 +11,25 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "kernels/kb_base.h"
+
+/* Whether this CPU is AMD's, read once (__builtin_cpu_is) and cached. Only
+ * prefetch plans depend on it (select_cpu.c's page pass, attn_cpu.c's dense
+ * rows), never a value: the same bits on every machine. */
+static inline int simd_cpu_amd(void) {
+    static atomic_int amd; /* 0 unknown, 1 AMD, 2 not */
+    int a = atomic_load_explicit(&amd, memory_order_relaxed);
+    if (!a) {
+        __builtin_cpu_init();
+        a = __builtin_cpu_is("amd") ? 1 : 2;
+        atomic_store_explicit(&amd, a, memory_order_relaxed);
+    }
+    return a == 1;
+}
 
 /* dst[0..n) = src[0..n) as f32 (n a multiple of 16 on the vector paths). */
 static inline void simd_cvt_row(kb_dtype t, const void *src, float *dst, int n) {
