@@ -40,6 +40,9 @@
 #ifndef DEC_PF_BYTES
 #define DEC_PF_BYTES 4096      /* software prefetch distance in each of the K and V streams */
 #endif
+#ifndef DEC_PF_BYTES_AMD
+#define DEC_PF_BYTES_AMD 0     /* the same for dense rows (not gathered) on AMD: none */
+#endif
 #ifndef DEC_PF_HINT
 #define DEC_PF_HINT _MM_HINT_T0
 #endif
@@ -83,6 +86,20 @@ static ALWAYS_INLINE void prefetch_row(const char *K, const char *V, size_t row,
     }
 }
 
+/* Rows to prefetch ahead in each stream (0: none) for attention (att) or
+ * qk_scores. Gathered rows (idx) are scattered and need it everywhere.
+ * Dense attention on AMD gets none: on the Zen 4 VM the hardware prefetcher
+ * alone streamed SmolLM2's 8K attention (188.6 MB, two threads) in
+ * 0.88-0.90x the time of 4 KiB ahead, while qk_scores (K only) ran
+ * 1.07-1.15x slower without (medians of 21 alternated rounds,
+ * scripts/microbench/attn_pf.c; PERFORMANCE.md, "The decode attention on
+ * Zen 4"); on the Xeons no prefetch left the streams at half bandwidth.
+ * Prefetches only: the same bits on every machine. */
+static ALWAYS_INLINE int dec_pf_rows(size_t rb, const int32_t *idx, int att) {
+    size_t b = att && !idx && simd_cpu_amd() ? (size_t)DEC_PF_BYTES_AMD : (size_t)DEC_PF_BYTES;
+    return (int)((b + rb - 1) / rb);
+}
+
 /* The 16 scores of a block of 16 rows for each of the G heads, out[g] lane
  * r = the dot product of q_g and row r, reduced in registers as the rows
  * come: a row's K converted to f32 once (DV vectors) and shared by the G
@@ -107,7 +124,7 @@ static ALWAYS_INLINE void block_dots(const int G, const int DV, const kb_dtype d
     for (int r = 0; r < 16; r++) {
         if (r < nr) {
             int jp = j + r + pf;
-            if (jp < lim) prefetch_row(K, V, (size_t)(idx ? idx[jp] : jp), rb);
+            if (pf && jp < lim) prefetch_row(K, V, (size_t)(idx ? idx[jp] : jp), rb);
         }
         int rr = r < nr ? r : nr - 1;
         const char *krow = K + (size_t)(idx ? idx[j + rr] : j + rr) * rb;
@@ -145,7 +162,7 @@ static ALWAYS_INLINE void scores16(const int G, const int DV, const kb_dtype dt,
                                    float *sc_out, int ldo) {
     const size_t esz = dt == KB_F32 ? 4 : 2, rb = (size_t)DV * 16 * esz;
     const char *K = s->K;
-    const int pf = (int)((DEC_PF_BYTES + rb - 1) / rb); /* rows ahead */
+    const int pf = dec_pf_rows(rb, idx, 0); /* rows ahead */
     /* dense rows prefetch past the chunk (the next chunk, usually this
      * thread's: dec_span) so a chunk does not start with pf cold rows */
     const int lim = idx ? j1 : s->n;
@@ -175,17 +192,26 @@ static ALWAYS_INLINE void attn16(const int G, const int DV, const kb_dtype dt, c
                                  dec_part *part) {
     const size_t esz = dt == KB_F32 ? 4 : 2, rb = (size_t)DV * 16 * esz;
     const char *K = s->K, *V = s->V;
-    const int pf = (int)((DEC_PF_BYTES + rb - 1) / rb);
+    const int pf = dec_pf_rows(rb, idx, 1);
     const int lim = idx ? j1 : s->n;
     float pb[GMAX_V][16] __attribute__((aligned(64)));
     float mrun[GMAX_V];
+    /* acc in registers when it fits beside a row (G * DV <= 16, SmolLM2's 3
+     * x 4); otherwise in am, each block's V rows accumulated in strips of S
+     * vectors per head held in registers across the block's 16 rows (the
+     * same FMAs in the same order) */
+    const int RA = G * DV <= 16, S = KB_MAX(1, 16 / G);
+    float am[GMAX_V][DMAX_V * 16] __attribute__((aligned(64)));
     __m512 lsum[GMAX_V], acc[GMAX_V][DMAX_V];
 #pragma GCC unroll 8
     for (int g = 0; g < G; g++) {
         mrun[g] = -INFINITY;
         lsum[g] = _mm512_setzero_ps();
 #pragma GCC unroll 16
-        for (int t = 0; t < DV; t++) acc[g][t] = _mm512_setzero_ps();
+        for (int t = 0; t < DV; t++) {
+            acc[g][t] = _mm512_setzero_ps();
+            if (!RA) _mm512_store_ps(am[g] + 16 * t, acc[g][t]);
+        }
     }
     for (int jj = j0; jj < KB_MIN(j0 + pf, lim); jj++) prefetch_row(K, V, (size_t)(idx ? idx[jj] : jj), rb);
     for (int j = j0; j < j1; j += 16) {
@@ -202,26 +228,59 @@ static ALWAYS_INLINE void attn16(const int G, const int DV, const kb_dtype dt, c
                 __m512 cv = _mm512_set1_ps(c);
                 lsum[g] = _mm512_mul_ps(lsum[g], cv);
 #pragma GCC unroll 16
-                for (int t = 0; t < DV; t++) acc[g][t] = _mm512_mul_ps(acc[g][t], cv);
+                for (int t = 0; t < DV; t++) {
+                    if (RA) acc[g][t] = _mm512_mul_ps(acc[g][t], cv);
+                    else _mm512_store_ps(am[g] + 16 * t, _mm512_mul_ps(_mm512_load_ps(am[g] + 16 * t), cv));
+                }
                 mrun[g] = bm;
             }
             __m512 p = simd_exp512(_mm512_sub_ps(x, _mm512_set1_ps(mrun[g])));
             lsum[g] = _mm512_add_ps(lsum[g], p);
             _mm512_store_ps(pb[g], p);
         }
+        if (RA) {
 #pragma GCC unroll 16
-        for (int r = 0; r < 16; r++) {
-            if (r >= nr) break;
-            const char *vrow = V + (size_t)(idx ? idx[j + r] : j + r) * rb;
-            __m512 v[DMAX_V];
+            for (int r = 0; r < 16; r++) {
+                if (r >= nr) break;
+                const char *vrow = V + (size_t)(idx ? idx[j + r] : j + r) * rb;
+                __m512 v[DMAX_V];
 #pragma GCC unroll 16
-            for (int t = 0; t < DV; t++) v[t] = ld16(dt, vrow + t * 16 * esz);
+                for (int t = 0; t < DV; t++) v[t] = ld16(dt, vrow + t * 16 * esz);
 #pragma GCC unroll 8
-            for (int g = 0; g < G; g++) {
-                __m512 w = _mm512_set1_ps(pb[g][r]);
+                for (int g = 0; g < G; g++) {
+                    __m512 w = _mm512_set1_ps(pb[g][r]);
 #pragma GCC unroll 16
-                for (int t = 0; t < DV; t++) acc[g][t] = _mm512_fmadd_ps(w, v[t], acc[g][t]);
+                    for (int t = 0; t < DV; t++) acc[g][t] = _mm512_fmadd_ps(w, v[t], acc[g][t]);
+                }
             }
+            continue;
+        }
+#pragma GCC unroll 16
+        for (int t0 = 0; t0 < DV; t0 += S) {
+            const int ns = KB_MIN(S, DV - t0);
+            __m512 a[GMAX_V][16];
+#pragma GCC unroll 8
+            for (int g = 0; g < G; g++)
+#pragma GCC unroll 16
+                for (int u = 0; u < ns; u++) a[g][u] = _mm512_load_ps(am[g] + 16 * (t0 + u));
+#pragma GCC unroll 16
+            for (int r = 0; r < 16; r++) {
+                if (r >= nr) break;
+                const char *vrow = V + (size_t)(idx ? idx[j + r] : j + r) * rb + (size_t)t0 * 16 * esz;
+                __m512 v[16];
+#pragma GCC unroll 16
+                for (int u = 0; u < ns; u++) v[u] = ld16(dt, vrow + u * 16 * esz);
+#pragma GCC unroll 8
+                for (int g = 0; g < G; g++) {
+                    __m512 w = _mm512_set1_ps(pb[g][r]);
+#pragma GCC unroll 16
+                    for (int u = 0; u < ns; u++) a[g][u] = _mm512_fmadd_ps(w, v[u], a[g][u]);
+                }
+            }
+#pragma GCC unroll 8
+            for (int g = 0; g < G; g++)
+#pragma GCC unroll 16
+                for (int u = 0; u < ns; u++) _mm512_store_ps(am[g] + 16 * (t0 + u), a[g][u]);
         }
     }
 #pragma GCC unroll 8
@@ -229,7 +288,8 @@ static ALWAYS_INLINE void attn16(const int G, const int DV, const kb_dtype dt, c
         part->m[g] = mrun[g];
         part->l[g] = _mm512_reduce_add_ps(lsum[g]);
 #pragma GCC unroll 16
-        for (int t = 0; t < DV; t++) _mm512_storeu_ps(part->acc + (size_t)g * DV * 16 + 16 * t, acc[g][t]);
+        for (int t = 0; t < DV; t++)
+            _mm512_storeu_ps(part->acc + (size_t)g * DV * 16 + 16 * t, RA ? acc[g][t] : _mm512_load_ps(am[g] + 16 * t));
     }
 }
 

@@ -9,7 +9,8 @@
  * dim, rows per head; default SmolLM2 at 8K: 30 3 3 64 8176), GK = k > 0
  * for gathered attention instead of dense (k random rows of N per head, the
  * 90 calls on two OpenMP threads as the decode's select job runs them,
- * after a 96 MB read per round). Prints the median and min per distance
+ * after a 96 MB read per round); QK=1 for qk_scores (K only) instead of
+ * dense attention. Prints the median and min per distance
  * (ms by kb_now, the monotonic clock; GB/s of K+V). Not part of the build or the tests. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,7 @@ static int cmpd(const void *a, const void *b) { double x = *(const double *)a, y
 int main(int argc, char **argv) {
     int L = getenv("L") ? atoi(getenv("L")) : 30, H = getenv("H") ? atoi(getenv("H")) : 3, G = getenv("G") ? atoi(getenv("G")) : 3, D = getenv("D") ? atoi(getenv("D")) : 64, n = getenv("N") ? atoi(getenv("N")) : 8176, rounds = argc > 1 ? atoi(argv[1]) : 10;
     int nv = argc - 2, pfs[8];
-    int gk = getenv("GK") ? atoi(getenv("GK")) : 0;
+    int gk = getenv("GK") ? atoi(getenv("GK")) : 0, qk = getenv("QK") != NULL;
     if (rounds < 1 || nv < 1 || nv > 8 || L < 1 || H < 1 || G < 1 || D < 16 || D % 16 || n < 1 || gk < 0 || gk > n) {
         fprintf(stderr, "usage: attn_pf ROUNDS ROWS... (1-8 distances; see the header comment)\n");
         return 2;
@@ -39,6 +40,7 @@ int main(int argc, char **argv) {
         }
     }
     float *q = malloc((size_t)H * G * D * sizeof *q), *out = malloc((size_t)L * H * G * D * sizeof *out);
+    float *sc = qk ? malloc((size_t)H * G * n * sizeof *sc) : NULL;
     for (int i = 0; i < H * G * D; i++) q[i] = rand() / (float)RAND_MAX - 0.5f;
     int32_t *gidx = malloc(sizeof(int32_t) * (size_t)L * H * (gk ? gk : 1));
     for (int l = 0; l < L * H; l++) { int c = 0; for (int j = 0; j < n && c < gk; j++) if (rand() % (n - j) < gk - c) gidx[(size_t)l * gk + c++] = j; }
@@ -53,10 +55,11 @@ int main(int argc, char **argv) {
             if (gk) {
                 _Pragma("omp parallel for num_threads(2) schedule(dynamic)")
                 for (int l = 0; l < L * H; l++) kk->attn_gather(q, G, &s[l], gidx + (size_t)l * gk, gk, 0.125f, out + (size_t)l * G * D); }
+            else if (qk) for (int l = 0; l < L; l++) kk->qk_scores(q, H, G, &s[l * H], n, 0.125f, sc, n);
             else for (int l = 0; l < L; l++) kb_attn_dense_heads(kk, q, H, G, &s[l * H], 0.125f, out);
             t[a * rounds + r] = (kb_now() - t0) * 1e3 /* ms */;
         }
-    double bytes = (double)L * H * (gk ? gk : n) * 2 * D * 2;
+    double bytes = (double)L * H * (gk ? gk : n) * (qk ? 1 : 2) * D * 2;
     for (int a = 0; a < nv; a++) {
         qsort(t + a * rounds, rounds, sizeof(double), cmpd);
         printf("distance %5d: median %.2f ms (%.1f GB/s) min %.2f\n", pfs[a], t[a * rounds + rounds / 2], bytes / t[a * rounds + rounds / 2] / 1e6, t[a * rounds]);
