@@ -114,11 +114,35 @@ static ALWAYS_INLINE int dec_pf_rows(size_t rb, const int32_t *idx, int att) {
  * not kept). Rows pf ahead of row r are prefetched (K, and V when V is not
  * NULL) while row r < nr is converted. Fully unrolled for compile-time G
  * and DV: the tree's 4 pending vectors per head, the row's DV and a few
- * temporaries stay in the 32 zmm registers. */
-static ALWAYS_INLINE void block_dots(const int G, const int DV, const kb_dtype dt, const float *qs,
-                                     const char *K, const char *V, size_t rb, const int32_t *idx,
-                                     int j, int nr, int pf, int lim, __m512 *out) {
+ * temporaries stay in the 32 zmm registers. With run-time G and DV (FX 0,
+ * rows_any) the same values through memory: each row's partial dots stored,
+ * simd_hsum16x16 per head, loops not unrolled (unrolling them for run-time
+ * bounds made this file take minutes to compile). */
+static ALWAYS_INLINE void block_dots(const int FX, const int G, const int DV, const kb_dtype dt,
+                                     const float *qs, const char *K, const char *V, size_t rb,
+                                     const int32_t *idx, int j, int nr, int pf, int lim, __m512 *out) {
     const size_t esz = dt == KB_F32 ? 4 : 2;
+    if (!FX) {
+        float d[GMAX_V][16][16] __attribute__((aligned(64)));
+        for (int r = 0; r < 16; r++) {
+            int jp = j + r + pf;
+            if (pf && r < nr && jp < lim) prefetch_row(K, V, (size_t)(idx ? idx[jp] : jp), rb);
+            int rr = r < nr ? r : nr - 1;
+            const char *krow = K + (size_t)(idx ? idx[j + rr] : j + rr) * rb;
+            for (int g = 0; g < G; g++) {
+                const float *qg = qs + (size_t)g * DV * 16;
+                __m512 a = _mm512_mul_ps(_mm512_loadu_ps(qg), ld16(dt, krow));
+                for (int t = 1; t < DV; t++) a = _mm512_fmadd_ps(_mm512_loadu_ps(qg + 16 * t), ld16(dt, krow + t * 16 * esz), a);
+                _mm512_store_ps(d[g][r], a);
+            }
+        }
+        for (int g = 0; g < G; g++) {
+            __m512 v[16];
+            for (int u = 0; u < 16; u++) v[u] = _mm512_load_ps(d[g][u]);
+            out[g] = simd_hsum16x16(v);
+        }
+        return;
+    }
     __m512 t1[GMAX_V], t2[GMAX_V], t3[GMAX_V], t4[GMAX_V];
 #pragma GCC unroll 16
     for (int r = 0; r < 16; r++) {
@@ -157,7 +181,7 @@ static ALWAYS_INLINE void block_dots(const int G, const int DV, const kb_dtype d
  * sc_out[g*ldo + j], a block of 16 rows at a time (block_dots). Rows pf
  * ahead are prefetched. G, DV (= D/16) and dt are compile-time constants
  * in the specialised copies below. */
-static ALWAYS_INLINE void scores16(const int G, const int DV, const kb_dtype dt, const float *qs,
+static ALWAYS_INLINE void scores16(const int FX, const int G, const int DV, const kb_dtype dt, const float *qs,
                                    const kb_kvstream *s, const int32_t *idx, int j0, int j1,
                                    float *sc_out, int ldo) {
     const size_t esz = dt == KB_F32 ? 4 : 2, rb = (size_t)DV * 16 * esz;
@@ -170,7 +194,7 @@ static ALWAYS_INLINE void scores16(const int G, const int DV, const kb_dtype dt,
     for (int j = j0; j < j1; j += 16) {
         const int nr = KB_MIN(16, j1 - j);
         __m512 sc[GMAX_V];
-        block_dots(G, DV, dt, qs, K, NULL, rb, idx, j, nr, pf, lim, sc);
+        block_dots(FX, G, DV, dt, qs, K, NULL, rb, idx, j, nr, pf, lim, sc);
 #pragma GCC unroll 8
         for (int g = 0; g < G; g++)
             _mm512_mask_storeu_ps(sc_out + (size_t)g * ldo + j, (__mmask16)((1u << nr) - 1), sc[g]);
@@ -187,7 +211,7 @@ static ALWAYS_INLINE void scores16(const int G, const int DV, const kb_dtype dt,
  * rows) with both prefetched 4 KiB ahead, so memory sees them at an even
  * rate (reading K for a whole chunk of 256 rows and then V measured 15-20%
  * slower at 8K). */
-static ALWAYS_INLINE void attn16(const int G, const int DV, const kb_dtype dt, const float *qs,
+static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const kb_dtype dt, const float *qs,
                                  const kb_kvstream *s, const int32_t *idx, int j0, int j1,
                                  dec_part *part) {
     const size_t esz = dt == KB_F32 ? 4 : 2, rb = (size_t)DV * 16 * esz;
@@ -200,7 +224,7 @@ static ALWAYS_INLINE void attn16(const int G, const int DV, const kb_dtype dt, c
      * x 4); otherwise in am, each block's V rows accumulated in strips of S
      * vectors per head held in registers across the block's 16 rows (the
      * same FMAs in the same order) */
-    const int RA = G * DV <= 16, S = KB_MAX(1, 16 / G);
+    const int RA = FX && G * DV <= 16, S = KB_MAX(1, 16 / G);
     float am[GMAX_V][DMAX_V * 16] __attribute__((aligned(64)));
     __m512 lsum[GMAX_V], acc[GMAX_V][DMAX_V];
 #pragma GCC unroll 8
@@ -217,7 +241,7 @@ static ALWAYS_INLINE void attn16(const int G, const int DV, const kb_dtype dt, c
     for (int j = j0; j < j1; j += 16) {
         const int nr = KB_MIN(16, j1 - j);
         __m512 sc[GMAX_V];
-        block_dots(G, DV, dt, qs, K, V, rb, idx, j, nr, pf, lim, sc);
+        block_dots(FX, G, DV, dt, qs, K, V, rb, idx, j, nr, pf, lim, sc);
         const __mmask16 valid = (__mmask16)((1u << nr) - 1);
 #pragma GCC unroll 8
         for (int g = 0; g < G; g++) {
@@ -251,6 +275,17 @@ static ALWAYS_INLINE void attn16(const int G, const int DV, const kb_dtype dt, c
                     __m512 w = _mm512_set1_ps(pb[g][r]);
 #pragma GCC unroll 16
                     for (int t = 0; t < DV; t++) acc[g][t] = _mm512_fmadd_ps(w, v[t], acc[g][t]);
+                }
+            }
+            continue;
+        }
+        if (!FX) { /* run-time G and DV: acc in am, loops not unrolled */
+            for (int r = 0; r < nr; r++) {
+                const char *vrow = V + (size_t)(idx ? idx[j + r] : j + r) * rb;
+                for (int g = 0; g < G; g++) {
+                    __m512 w = _mm512_set1_ps(pb[g][r]);
+                    for (int t = 0; t < DV; t++)
+                        _mm512_store_ps(am[g] + 16 * t, _mm512_fmadd_ps(w, ld16(dt, vrow + t * 16 * esz), _mm512_load_ps(am[g] + 16 * t)));
                 }
             }
             continue;
@@ -460,9 +495,10 @@ static ALWAYS_INLINE int block_rows(const char *K, const char *V, size_t rb, con
 
 /* Scores of one chunk (qk_scores): rows r(j), j in [j0, j1), to
  * sc_out[g*ldo + j], rows_plain's values. */
-static ALWAYS_INLINE void scores16(const int G, const int DV, const kb_dtype dt, const float *qs,
+static ALWAYS_INLINE void scores16(const int FX, const int G, const int DV, const kb_dtype dt, const float *qs,
                                    const kb_kvstream *s, const int32_t *idx, int j0, int j1,
                                    float *sc_out, int ldo) {
+    (void)FX;
     const size_t esz = dt == KB_F32 ? 4 : 2, rb = (size_t)DV * 16 * esz;
     const char *K = s->K;
     const int pf = DEC_PF_ROWS2;
@@ -544,9 +580,10 @@ static ALWAYS_INLINE void block_vacc(const int G, const int DV, const kb_dtype d
 /* Attention over one chunk into part (which holds the state so far:
  * m = -inf, l = 0, acc = 0 from dec_chunk), block by block: the block's K
  * rows scored, the block's softmax step, its V rows accumulated. */
-static ALWAYS_INLINE void attn16(const int G, const int DV, const kb_dtype dt, const float *qs,
+static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const kb_dtype dt, const float *qs,
                                  const kb_kvstream *s, const int32_t *idx, int j0, int j1,
                                  dec_part *part) {
+    (void)FX;
     const size_t esz = dt == KB_F32 ? 4 : 2, rb = (size_t)DV * 16 * esz;
     const char *K = s->K, *V = s->V;
     const int pf = DEC_PF_ROWS2;
@@ -626,8 +663,8 @@ typedef void (*rows_fn)(const float *, const kb_kvstream *, const int32_t *, int
 #define ROWS_SPEC(G, DV, DT, NAME)                                                              \
     static void NAME(const float *qs, const kb_kvstream *s, const int32_t *idx, int j0, int j1,  \
                      dec_part *part, float *sc, int ldo) {                                       \
-        if (part) attn16(G, DV, DT, qs, s, idx, j0, j1, part);                                  \
-        else scores16(G, DV, DT, qs, s, idx, j0, j1, sc, ldo);                                  \
+        if (part) attn16(1, G, DV, DT, qs, s, idx, j0, j1, part);                               \
+        else scores16(1, G, DV, DT, qs, s, idx, j0, j1, sc, ldo);                               \
     }
 #define ROWS_G(DV, DT, T)                                                                      \
     ROWS_SPEC(1, DV, DT, rows_##T##_##DV##_1) ROWS_SPEC(2, DV, DT, rows_##T##_##DV##_2)          \
@@ -657,7 +694,7 @@ static const rows_fn rows_tab[3][2][9] = {
 static void rows_any(int G, const float *qs, const kb_kvstream *s, const int32_t *idx, int j0,
                      int j1, dec_part *part, float *sc, int ldo) {
     int DV = s->D / 16;
-#define ROWS_ANY(DT) (part ? attn16(G, DV, DT, qs, s, idx, j0, j1, part) : scores16(G, DV, DT, qs, s, idx, j0, j1, sc, ldo))
+#define ROWS_ANY(DT) (part ? attn16(0, G, DV, DT, qs, s, idx, j0, j1, part) : scores16(0, G, DV, DT, qs, s, idx, j0, j1, sc, ldo))
     if (s->dtype == KB_F16) ROWS_ANY(KB_F16);
     else if (s->dtype == KB_BF16) ROWS_ANY(KB_BF16);
     else ROWS_ANY(KB_F32);

@@ -64,10 +64,11 @@ int main(void) {
         free(y);
     }
     const kb_dtype types[3] = {KB_F16, KB_F32, KB_BF16};
-    const int Ds[2] = {64, 128}, Gs[3] = {1, 3, 4}, ns[7] = {1, 5, 255, 256, 257, 1500, 3001};
+    /* D = 80 and G = 5 have no compile-time copy: the run-time path (rows_any) */
+    const int Ds[3] = {64, 128, 80}, Gs[4] = {1, 3, 4, 5}, ns[7] = {1, 5, 255, 256, 257, 1500, 3001};
     for (int ti = 0; ti < 3; ti++)
-        for (int di = 0; di < 2; di++)
-            for (int gi = 0; gi < 3; gi++)
+        for (int di = 0; di < 3; di++)
+            for (int gi = 0; gi < 4; gi++)
                 for (int ni = 0; ni < 7; ni++) {
                     int D = Ds[di], G = Gs[gi], n = ns[ni];
                     kb_kvstream s;
