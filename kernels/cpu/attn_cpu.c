@@ -208,9 +208,9 @@ static ALWAYS_INLINE void scores16(const int FX, const int G, const int DV, cons
  * acc are rescaled by exp(m - max) first; the weights exp(x - m) are added
  * to l as a 16-lane sum), then its V rows accumulated as acc += w * v by
  * FMAs in row order. The K and V streams alternate every 2 KiB (SmolLM2's
- * rows) with both prefetched 4 KiB ahead, so memory sees them at an even
- * rate (reading K for a whole chunk of 256 rows and then V measured 15-20%
- * slower at 8K). */
+ * rows), both prefetched ahead (dec_pf_rows), so memory sees them at an
+ * even rate (reading K for a whole chunk of 256 rows and then V measured
+ * 15-20% slower at 8K). */
 static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const kb_dtype dt, const float *qs,
                                  const kb_kvstream *s, const int32_t *idx, int j0, int j1,
                                  dec_part *part) {
@@ -220,22 +220,20 @@ static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const 
     const int lim = idx ? j1 : s->n;
     float pb[GMAX_V][16] __attribute__((aligned(64)));
     float mrun[GMAX_V];
-    /* acc in registers when it fits beside a row (G * DV <= 16, SmolLM2's 3
-     * x 4); otherwise in am, each block's V rows accumulated in strips of S
-     * vectors per head held in registers across the block's 16 rows (the
-     * same FMAs in the same order) */
-    const int RA = FX && G * DV <= 16, S = KB_MAX(1, 16 / G);
+    /* the accumulators acc, in memory: each block's V rows are accumulated
+     * in strips of S vectors per head held in registers across the block's
+     * 16 rows (one strip for SmolLM2's 3 x 4; keeping all of acc in
+     * registers instead measured no faster there, 27.1-27.6 TSC cycles per
+     * row with the strip against 28.7-28.8) */
+    const int S = KB_MAX(1, 16 / G);
     float am[GMAX_V][DMAX_V * 16] __attribute__((aligned(64)));
-    __m512 lsum[GMAX_V], acc[GMAX_V][DMAX_V];
+    __m512 lsum[GMAX_V];
 #pragma GCC unroll 8
     for (int g = 0; g < G; g++) {
         mrun[g] = -INFINITY;
         lsum[g] = _mm512_setzero_ps();
 #pragma GCC unroll 16
-        for (int t = 0; t < DV; t++) {
-            acc[g][t] = _mm512_setzero_ps();
-            if (!RA) _mm512_store_ps(am[g] + 16 * t, acc[g][t]);
-        }
+        for (int t = 0; t < DV; t++) _mm512_store_ps(am[g] + 16 * t, _mm512_setzero_ps());
     }
     for (int jj = j0; jj < KB_MIN(j0 + pf, lim); jj++) prefetch_row(K, V, (size_t)(idx ? idx[jj] : jj), rb);
     for (int j = j0; j < j1; j += 16) {
@@ -252,32 +250,13 @@ static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const 
                 __m512 cv = _mm512_set1_ps(c);
                 lsum[g] = _mm512_mul_ps(lsum[g], cv);
 #pragma GCC unroll 16
-                for (int t = 0; t < DV; t++) {
-                    if (RA) acc[g][t] = _mm512_mul_ps(acc[g][t], cv);
-                    else _mm512_store_ps(am[g] + 16 * t, _mm512_mul_ps(_mm512_load_ps(am[g] + 16 * t), cv));
-                }
+                for (int t = 0; t < DV; t++)
+                    _mm512_store_ps(am[g] + 16 * t, _mm512_mul_ps(_mm512_load_ps(am[g] + 16 * t), cv));
                 mrun[g] = bm;
             }
             __m512 p = simd_exp512(_mm512_sub_ps(x, _mm512_set1_ps(mrun[g])));
             lsum[g] = _mm512_add_ps(lsum[g], p);
             _mm512_store_ps(pb[g], p);
-        }
-        if (RA) {
-#pragma GCC unroll 16
-            for (int r = 0; r < 16; r++) {
-                if (r >= nr) break;
-                const char *vrow = V + (size_t)(idx ? idx[j + r] : j + r) * rb;
-                __m512 v[DMAX_V];
-#pragma GCC unroll 16
-                for (int t = 0; t < DV; t++) v[t] = ld16(dt, vrow + t * 16 * esz);
-#pragma GCC unroll 8
-                for (int g = 0; g < G; g++) {
-                    __m512 w = _mm512_set1_ps(pb[g][r]);
-#pragma GCC unroll 16
-                    for (int t = 0; t < DV; t++) acc[g][t] = _mm512_fmadd_ps(w, v[t], acc[g][t]);
-                }
-            }
-            continue;
         }
         if (!FX) { /* run-time G and DV: acc in am, loops not unrolled */
             for (int r = 0; r < nr; r++) {
@@ -324,7 +303,7 @@ static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const 
         part->l[g] = _mm512_reduce_add_ps(lsum[g]);
 #pragma GCC unroll 16
         for (int t = 0; t < DV; t++)
-            _mm512_storeu_ps(part->acc + (size_t)g * DV * 16 + 16 * t, RA ? acc[g][t] : _mm512_load_ps(am[g] + 16 * t));
+            _mm512_storeu_ps(part->acc + (size_t)g * DV * 16 + 16 * t, _mm512_load_ps(am[g] + 16 * t));
     }
 }
 
