@@ -174,7 +174,7 @@ void mc_sel_begin(kb_mcommon *c, int rows, int k) {
     }
     for (size_t i = 0; i < (size_t)rows * c->sel_cap; i++) c->sel[i] = c->sel_pos[i] = -1;
     c->acc.sel_streams = rows;
-    c->acc.sel_k = 0;
+    c->acc.sel_k = c->sel_cap; /* the row stride (mc_acc_finish) */
 }
 
 void mc_sel_set(kb_mcommon *c, int row, const int32_t *idx, int n, const kb_kvstream *s) {
@@ -183,7 +183,6 @@ void mc_sel_set(kb_mcommon *c, int row, const int32_t *idx, int n, const kb_kvst
         r[t] = idx[t];
         rp[t] = s->pos[idx[t]];
     }
-    if (n > c->acc.sel_k) c->acc.sel_k = n;
 }
 
 int mc_sel_distinct(kb_mcommon *c, int row0, int rows, int n) {

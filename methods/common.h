@@ -41,7 +41,9 @@ void stream_append_idx(kb_kvstream *dst, const kb_kvstream *src, const int32_t *
 /* Selection buffers: rows x k slots, reset to -1. */
 void mc_sel_begin(kb_mcommon *c, int rows, int k);
 static inline int32_t *mc_sel_row(kb_mcommon *c, int row) { return c->sel + (size_t)row * c->sel_cap; }
-/* Records row `row`'s n selected slots (ascending) of stream s (positions looked up). */
+/* Records row `row`'s n selected slots (ascending) of stream s (positions
+ * looked up). Writes row `row` only: the attend tasks of one
+ * mc_select_attend job record their own rows, after mc_sel_begin. */
 void mc_sel_set(kb_mcommon *c, int row, const int32_t *idx, int n, const kb_kvstream *s);
 /* Distinct slots among `rows` rows of the selection (all indexing one stream of n slots). */
 int mc_sel_distinct(kb_mcommon *c, int row0, int rows, int n);

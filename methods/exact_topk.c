@@ -110,8 +110,9 @@ static void etk_attend_row(void *p, int i, int worker) {
     etk_state *st = J->st;
     int G = st->c.G, D = st->c.ctx.D, per_head = st->c.p.gqa == KB_GQA_PER_HEAD;
     int g = per_head ? i / G : i, h0 = per_head ? i : i * G, nh = per_head ? 1 : G;
-    J->kk->attn_gather(J->q + (size_t)h0 * D, nh, &st->s[g], st->idx + (size_t)i * st->c.p.budget,
-                       st->cnt[i], st->c.scale, J->out + (size_t)h0 * D);
+    const int32_t *idx = st->idx + (size_t)i * st->c.p.budget;
+    J->kk->attn_gather(J->q + (size_t)h0 * D, nh, &st->s[g], idx, st->cnt[i], st->c.scale, J->out + (size_t)h0 * D);
+    mc_sel_set(&st->c, i, idx, st->cnt[i], &st->s[g]);
 }
 
 static void etk_decode(void *state, const float *q, const float *k, const float *v, int32_t pos,
@@ -135,11 +136,9 @@ static void etk_decode(void *state, const float *q, const float *k, const float 
     double t0 = kb_now();
     kk->qk_scores(q, Hkv, G, st->s, n, c->scale, st->sc, st->cap);
     double scores = kb_now() - t0;
+    mc_sel_begin(c, st->rows, c->p.budget); /* each attend task records its row */
     c->acc.select_seconds += scores + mc_select_attend(kk, st->rows, etk_select_row, etk_attend_row, &J, NULL);
-    mc_sel_begin(c, st->rows, c->p.budget);
     double distinct = 0;
-    for (int i = 0; i < st->rows; i++)
-        mc_sel_set(c, i, st->idx + (size_t)i * c->p.budget, st->cnt[i], &st->s[per_head ? i / G : i]);
     for (int g = 0; g < Hkv; g++) distinct += per_head ? mc_sel_distinct(c, g * G, G, n) : st->cnt[g];
     c->acc.read_tokeq = distinct / Hkv;
     c->acc.approx_tokeq = 0;

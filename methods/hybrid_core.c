@@ -108,17 +108,23 @@ static int hybrid_select(const kb_hybrid *h, const kb_kernels *kk, const float *
 
 /* One decode step runs two phases over the selection rows (KV groups, or
  * query heads under per_head) in one parallel job (mc_select_attend):
- * select (approximate scores and top-k; timed as the layer's
- * select_seconds) and attend (exact attention over the chosen slots,
- * SparQ's mean-V correction); then the accounting on this thread. Each row
- * has its own scratch (page scores, weights, slots, dims): row i's attend
- * reads only what row i's select wrote. */
+ * select (the new token appended to its group's stream and the group's
+ * summaries brought up to date, both timed as upkeep; approximate scores
+ * and top-k; all of it the layer's select_seconds) and attend (exact
+ * attention over the chosen slots, SparQ's mean-V correction, the row's
+ * selection recorded); then the rest of the accounting on this thread.
+ * Each row has its own scratch (page scores, weights, slots, dims): row i's
+ * attend reads only what row i's select wrote. The append, upkeep and
+ * recording were serial work around the job: on the Zen 4 VM ~5.5 us a
+ * layer of RocketKV's ~35 (docs/PERFORMANCE.md). */
 typedef struct hy_job {
     kb_hybrid *h;
     const kb_kernels *kk;
-    const kb_mcommon *c;
+    kb_mcommon *c;
     const float *q;
-    const kb_kvstream *s;
+    kb_kvstream *s;
+    const float *k, *v; /* the new token's K and V [Hkv][D] to append in the job, or NULL */
+    int32_t pos;
     float *out;
 } hy_job;
 
@@ -139,6 +145,7 @@ static double hy_select(void *p, int i, int worker) {
     double upkeep = 0;
     if (!h->per_head) { /* row i owns group g */
         double t0 = kb_now();
+        if (J->k) kvstream_append_f32(&J->s[g], J->k + (size_t)g * h->D, J->v + (size_t)g * h->D, J->pos);
         hybrid_sync_group(h, g, sg, J->kk);
         upkeep = kb_now() - t0;
     }
@@ -166,6 +173,7 @@ static void hy_attend(void *p, int i, int worker) {
     const int32_t *idx = h->idx + (size_t)i * KB_MAX(1, h->k);
     float *o = J->out + (size_t)h0 * D;
     J->kk->attn_gather(J->q + (size_t)h0 * D, nh, sg, idx, cnt, J->c->scale, o);
+    mc_sel_set(J->c, i, idx, cnt, sg);
     if (h->reallocate_mean_v && n > 0) {
         const double *vs = h->vsum + (size_t)g * D;
         const float *hw = h->hw + (size_t)i * h->G * h->cap;
@@ -179,32 +187,32 @@ static void hy_attend(void *p, int i, int worker) {
 }
 
 void hybrid_attend(kb_hybrid *h, const kb_kernels *kk, kb_mcommon *c, const float *q,
-                   const kb_kvstream *s, float *out) {
+                   const float *k, const float *v, int32_t pos, kb_kvstream *s, float *out) {
     int G = h->G, D = h->D, rows = h->rows;
     int nsel = h->per_head ? G : 1, nh = h->per_head ? 1 : G;
-    int need = 0;
-    for (int g = 0; g < h->Hkv; g++) need = KB_MAX(need, (s[g].n + h->p - 1) / h->p);
+    double t0 = kb_now();
+    if (k && h->per_head) { /* the G rows of a group read its stream: append first */
+        streams_append_token(s, h->Hkv, h->Hkv, D, k, v, pos);
+        k = v = NULL;
+    }
+    int need = 0, add = k ? 1 : 0; /* slots the job appends */
+    for (int g = 0; g < h->Hkv; g++) need = KB_MAX(need, (s[g].n + add + h->p - 1) / h->p);
     if (need > h->cap) {
         h->cap = KB_MAX(need, 2 * h->cap);
         free(h->hw);
         h->hw = h->reallocate_mean_v ? KB_MALLOC((size_t)rows * G * h->cap * sizeof(float)) : NULL;
     }
-    hy_job J = {h, kk, c, q, s, out};
-    double t0 = kb_now();
+    hy_job J = {h, kk, c, q, s, k, v, pos, out};
     if (h->per_head) hybrid_sync(h, s, kk); /* the G rows of a group share its summaries */
+    mc_sel_begin(c, rows, h->k); /* each attend task records its row */
     double sync = kb_now() - t0;
     double upkeep = 0;
     c->acc.select_seconds += sync + mc_select_attend(kk, rows, hy_select, hy_attend, &J, &upkeep);
     c->acc.upkeep_seconds += sync + upkeep;
 
-    mc_sel_begin(c, rows, h->k);
     double read_rows = 0, approx_tokeq = 0, approx_bytes = 0, attended = 0;
     size_t elt = kb_dtype_size(c->ctx.kv_dtype);
-    for (int i = 0; i < rows; i++) {
-        int g = h->per_head ? i / G : i;
-        mc_sel_set(c, i, h->idx + (size_t)i * KB_MAX(1, h->k), h->cnt[i], &s[g]);
-        attended += (double)h->cnt[i] * nh;
-    }
+    for (int i = 0; i < rows; i++) attended += (double)h->cnt[i] * nh;
     for (int g = 0; g < h->Hkv; g++) {
         int n = s[g].n, np = (n + h->p - 1) / h->p;
         /* reads of this KV head: distinct K/V rows + the approximation's dims */
@@ -266,9 +274,8 @@ void hybm_decode(void *state, const float *q, const float *k, const float *v, in
                  float *out) {
     hybm_state *st = state;
     const kb_kernels *kk = kernels_get();
-    streams_append_token(st->s, st->c.ctx.Hkv, st->c.ctx.Hkv, st->c.ctx.D, k, v, pos);
     st->c.n_in++;
-    hybrid_attend(&st->h, kk, &st->c, q, st->s, out);
+    hybrid_attend(&st->h, kk, &st->c, q, k, v, pos, st->s, out); /* appends the token */
 }
 
 const kb_kvstream *hybm_retained(void *state, int qhead) {

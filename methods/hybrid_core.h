@@ -39,12 +39,13 @@ void hybrid_sync(kb_hybrid *h, const kb_kvstream *s, const kb_kernels *kk);
 void hybrid_reset(kb_hybrid *h);
 /* The streams were truncated: summaries follow (last page recomputed). */
 void hybrid_truncate(kb_hybrid *h, const kb_kvstream *s, const kb_kernels *kk);
-/* One decode step over s [Hkv] (the new token already appended): brings the
- * summaries up to date (as hybrid_sync; each KV group's upkeep runs in the
- * parallel select phase and is timed as selection), writes out [Hq][D] and
+/* One decode step over s [Hkv]: appends the new token (k, v [Hkv][D] at
+ * pos; k NULL: already appended), brings the summaries up to date (as
+ * hybrid_sync; each KV group's append and upkeep run in the parallel select
+ * phase and are timed as upkeep, within selection), writes out [Hq][D] and
  * the step's selection and reads into c->acc. */
 void hybrid_attend(kb_hybrid *h, const kb_kernels *kk, kb_mcommon *c, const float *q,
-                   const kb_kvstream *s, float *out);
+                   const float *k, const float *v, int32_t pos, kb_kvstream *s, float *out);
 /* Bytes of the summaries (and mean-V sums). */
 double hybrid_meta_bytes(const kb_hybrid *h);
 

@@ -140,6 +140,7 @@ static void quest_attend_row(void *p, int i, int worker) {
     const int32_t *idx = st->idx + (size_t)i * st->c.bud.n_pages * st->c.bud.P;
     J->kk->attn_gather(J->q + (size_t)h0 * D, nh, &st->s[g], idx, st->cnt[i], st->c.scale,
                        J->out + (size_t)h0 * D);
+    mc_sel_set(&st->c, i, idx, st->cnt[i], &st->s[g]);
 }
 
 static void quest_decode(void *state, const float *q, const float *k, const float *v, int32_t pos,
@@ -157,14 +158,11 @@ static void quest_decode(void *state, const float *q, const float *k, const floa
     double t0 = kb_now();
     for (int g = 0; g < Hkv; g++) pages_sync(&st->pg[g], &st->s[g], kk);
     double sync = kb_now() - t0;
+    mc_sel_begin(c, st->rows, c->bud.n_pages * P); /* each attend task records its row */
     c->acc.select_seconds += sync + mc_select_attend(kk, st->rows, quest_select_row, quest_attend_row, &J, NULL);
     c->acc.upkeep_seconds += sync;
-    mc_sel_begin(c, st->rows, c->bud.n_pages * P);
     double distinct = 0, attended = 0;
-    for (int i = 0; i < st->rows; i++) {
-        mc_sel_set(c, i, st->idx + (size_t)i * c->bud.n_pages * P, st->cnt[i], &st->s[per_head ? i / G : i]);
-        attended += (double)st->cnt[i] * (per_head ? 1 : G);
-    }
+    for (int i = 0; i < st->rows; i++) attended += (double)st->cnt[i] * (per_head ? 1 : G);
     if (per_head)
         for (int g = 0; g < Hkv; g++) distinct += mc_sel_distinct(c, g * G, G, n);
     else

@@ -93,9 +93,8 @@ static void rk_decode(void *state, const float *q, const float *k, const float *
                       float *out) {
     rk_state *st = state;
     const kb_kernels *kk = kernels_get();
-    streams_append_token(st->s, st->c.ctx.Hkv, st->c.ctx.Hkv, st->c.ctx.D, k, v, pos);
     st->c.n_in++;
-    hybrid_attend(&st->h, kk, &st->c, q, st->s, out);
+    hybrid_attend(&st->h, kk, &st->c, q, k, v, pos, st->s, out); /* appends the token */
 }
 
 static const kb_kvstream *rk_retained(void *state, int qhead) {

@@ -83,9 +83,8 @@ static void rkmt_decode(void *state, const float *q, const float *k, const float
     const kb_kernels *kk = kernels_get();
     int Hkv = st->c.ctx.Hkv, D = st->c.ctx.D;
     streams_append_token(st->full, Hkv, Hkv, D, k, v, pos);
-    streams_append_token(st->ws, Hkv, Hkv, D, k, v, pos);
     st->c.n_in++;
-    hybrid_attend(&st->h, kk, &st->c, q, st->ws, out);
+    hybrid_attend(&st->h, kk, &st->c, q, k, v, pos, st->ws, out); /* appends the token to ws */
 }
 
 static const kb_kvstream *rkmt_retained(void *state, int qhead) {
