@@ -173,8 +173,7 @@ void mc_sel_begin(kb_mcommon *c, int rows, int k) {
         c->sel_cap = cap;
     }
     for (size_t i = 0; i < (size_t)rows * c->sel_cap; i++) c->sel[i] = c->sel_pos[i] = -1;
-    c->acc.sel_streams = rows;
-    c->acc.sel_k = c->sel_cap; /* the row stride (mc_acc_finish) */
+    c->acc.sel_streams = rows; /* sel_k, the row stride, is set by mc_acc_finish */
 }
 
 void mc_sel_set(kb_mcommon *c, int row, const int32_t *idx, int n, const kb_kvstream *s) {

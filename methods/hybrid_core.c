@@ -114,9 +114,9 @@ static int hybrid_select(const kb_hybrid *h, const kb_kernels *kk, const float *
  * attention over the chosen slots, SparQ's mean-V correction, the row's
  * selection recorded); then the rest of the accounting on this thread.
  * Each row has its own scratch (page scores, weights, slots, dims): row i's
- * attend reads only what row i's select wrote. The append, upkeep and
- * recording were serial work around the job: on the Zen 4 VM ~5.5 us a
- * layer of RocketKV's ~35 (docs/PERFORMANCE.md). */
+ * attend reads only what row i's select wrote. The append and the
+ * recording used to be serial work around the job: on the Zen 4 VM ~5.5 us
+ * a layer of RocketKV's ~35 (docs/PERFORMANCE.md). */
 typedef struct hy_job {
     kb_hybrid *h;
     const kb_kernels *kk;
@@ -190,6 +190,7 @@ void hybrid_attend(kb_hybrid *h, const kb_kernels *kk, kb_mcommon *c, const floa
                    const float *k, const float *v, int32_t pos, kb_kvstream *s, float *out) {
     int G = h->G, D = h->D, rows = h->rows;
     int nsel = h->per_head ? G : 1, nh = h->per_head ? 1 : G;
+    mc_sel_begin(c, rows, h->k); /* each attend task records its row */
     double t0 = kb_now();
     if (k && h->per_head) { /* the G rows of a group read its stream: append first */
         streams_append_token(s, h->Hkv, h->Hkv, D, k, v, pos);
@@ -204,7 +205,6 @@ void hybrid_attend(kb_hybrid *h, const kb_kernels *kk, kb_mcommon *c, const floa
     }
     hy_job J = {h, kk, c, q, s, k, v, pos, out};
     if (h->per_head) hybrid_sync(h, s, kk); /* the G rows of a group share its summaries */
-    mc_sel_begin(c, rows, h->k); /* each attend task records its row */
     double sync = kb_now() - t0;
     double upkeep = 0;
     c->acc.select_seconds += sync + mc_select_attend(kk, rows, hy_select, hy_attend, &J, &upkeep);

@@ -40,7 +40,7 @@ void hybrid_reset(kb_hybrid *h);
 /* The streams were truncated: summaries follow (last page recomputed). */
 void hybrid_truncate(kb_hybrid *h, const kb_kvstream *s, const kb_kernels *kk);
 /* One decode step over s [Hkv]: appends the new token (k, v [Hkv][D] at
- * pos; k NULL: already appended), brings the summaries up to date (as
+ * pos), brings the summaries up to date (as
  * hybrid_sync; each KV group's append and upkeep run in the parallel select
  * phase and are timed as upkeep, within selection), writes out [Hq][D] and
  * the step's selection and reads into c->acc. */
