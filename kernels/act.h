@@ -4,8 +4,9 @@
  * kb_silu_mul_ref is the definition, with libm's expf, in float:
  *     h[i] = g / (1.0f + expf(-g)) * h2[i]      (g = h[i], two roundings)
  * kb_silu_mul computes the same bits, vectorised. Its exp is the algorithm
- * of glibc's expf (glibc >= 2.28, the variant glibc picks on a CPU with FMA
- * and AVX2, which every machine running our vector paths has): in double,
+ * of glibc's expf (read off glibc 2.36's `__expf_fma`, the variant glibc
+ * picks on a CPU with FMA and AVX2, which every machine running our vector
+ * paths has): in double,
  * k = round(x 32/ln2), r = x 32/ln2 - k (both fused), 2^(k/32) from a table
  * of 32 correctly rounded 2^(i/32) and the exponent bits of k, a degree-3
  * polynomial in r, one rounding to float. Lanes with |x| >= 88, Inf or NaN
@@ -14,7 +15,7 @@
  * Bit-identity with libm is what keeps every output of the engine unchanged,
  * so it is checked, not assumed: the first kb_silu_mul call compares its
  * exp with libm's expf on 4,096 inputs spread over (-88, 88) and uses the
- * reference from then on if any differs (another libm). kb_silu_mul_exact()
+ * reference from then on if any differs (another libm). kb_silu_mul_vector()
  * says which one runs. tests/unit/test_act.c compares kb_silu_mul with the
  * reference bit for bit over a sweep of every float exponent and the edges. */
 #ifndef KB_ACT_H

@@ -10,7 +10,6 @@
 #include "kernels/act.h"
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-#define ACT_VECTOR 1
 
 /* 2^(i/32), i = 0..31, correctly rounded to double (computed with 60 decimal
  * digits). A wrong entry would fail tests/unit/test_act.c, whose sweep
