@@ -70,8 +70,11 @@ static inline __m512 exp16(__m512 x) {
     const __m512i ax = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff));
     const __mmask16 big = _mm512_cmpge_epu32_mask(ax, _mm512_set1_epi32((int)BIG_ABS));
     const __m512 xs = _mm512_mask_blend_ps(big, x, _mm512_setzero_ps());
-    __m512 e = _mm512_insertf32x8(_mm512_castps256_ps512(exp8(_mm512_castps512_ps256(xs))),
-                                  exp8(_mm512_extractf32x8_ps(xs, 1)), 1);
+    /* halves through the f64x4 insert/extract: AVX-512F only (f32x8 is DQ) */
+    const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(xs), 1));
+    __m512 e = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(
+                                                       exp8(_mm512_castps512_ps256(xs)))),
+                                                   _mm256_castps_pd(exp8(hi)), 1));
     if (big) {
         float xv[16], ev[16];
         _mm512_storeu_ps(xv, x);
