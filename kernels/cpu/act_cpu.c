@@ -43,6 +43,13 @@ static void tab_init(void) {
     }
 }
 
+/* e[j] = libm's expf(x[j]) for the lanes j < n set in big (|x| >= 88, Inf,
+ * NaN: where glibc leaves the fast formula or sets errno). */
+static void libm_lanes(const float *x, float *e, unsigned big, int n) {
+    for (int j = 0; j < n; j++)
+        if (big >> j & 1) e[j] = expf(x[j]);
+}
+
 #if defined(__AVX512F__)
 #define VW 16 /* floats per step */
 /* exp of 8 floats (all |x| < 88), as glibc's FMA expf computes each. */
@@ -79,8 +86,7 @@ static inline __m512 exp16(__m512 x) {
         float xv[16], ev[16];
         _mm512_storeu_ps(xv, x);
         _mm512_storeu_ps(ev, e);
-        for (int j = 0; j < 16; j++)
-            if (big >> j & 1) ev[j] = expf(xv[j]);
+        libm_lanes(xv, ev, big, 16);
         e = _mm512_loadu_ps(ev);
     }
     return e;
@@ -123,8 +129,7 @@ static inline __m256 exp8v(__m256 x) {
         float xv[8], ev[8];
         _mm256_storeu_ps(xv, x);
         _mm256_storeu_ps(ev, e);
-        for (int j = 0; j < 8; j++)
-            if (big >> j & 1) ev[j] = expf(xv[j]);
+        libm_lanes(xv, ev, (unsigned)big, 8);
         e = _mm256_loadu_ps(ev);
     }
     return e;
