@@ -71,6 +71,7 @@ const char *const kb_latency_cols[] = {
     "rounds",          "fill",            "threads",        "decode_ms_per_token", "attn_ms_per_token",
     "select_ms_per_token", "upkeep_ms_per_token", "weight_bytes_per_step", "kv_bytes_read_per_step",
     "bytes_read_per_step", "gbps",   "bw_fraction",      "read_bw_gbps",
+    "attn_gbps",       "attn_bw_fraction",
     "tokens_resident", "accountant_T",   "kv_bytes_resident", "peak_rss_bytes",
     "speedup_vs_full"};
 const int kb_latency_ncols = (int)KB_ARRAY_LEN(kb_latency_cols);
@@ -535,7 +536,7 @@ static char *cell_spec(const kb_lat_opts *o, const kb_cell *cell, kb_fill fill, 
  * round (peak RSS: the largest); the speedup is filled in later. med: 4R
  * doubles of scratch. Returns the row's values. */
 static cell_out cell_row(kb_table *t, const kb_lat_opts *o, const kb_cell *cell, const cell_out *out,
-                         int R, kb_fill fill, double bw, double *med) {
+                         int R, kb_fill fill, double bw, const double *bws, double *med) {
     cell_out co = out[R - 1];
     for (int k = 0; k < R; k++) {
         med[k] = out[k].decode_s;
@@ -548,8 +549,13 @@ static cell_out cell_row(kb_table *t, const kb_lat_opts *o, const kb_cell *cell,
     co.attn_s = bench_median(med + R, R);
     co.select_s = bench_median(med + 2 * R, R);
     co.upkeep_s = bench_median(med + 3 * R, R);
+    /* the attention's K/V read rate against the bandwidth measured before the
+     * same round, median over the rounds (as the speedup: both parts of the
+     * ratio from one moment of the machine) */
+    for (int k = 0; k < R; k++) med[k] = out[k].attn_s > 0 ? out[k].kv_read / out[k].attn_s / 1e9 / bws[k] : 0;
+    double attn_frac = bench_median(med, R), attn_gbps = co.attn_s > 0 ? co.kv_read / co.attn_s / 1e9 : 0;
     double bytes = co.weight_bytes + co.kv_read, gbps = bytes / co.decode_s / 1e9;
-    char v[26][64];
+    char v[28][64];
     snprintf(v[0], 64, "%s", cell->p.ops->name);
     snprintf(v[1], 64, "%s", cell->p.label);
     fmtd(v[3], 64, "%.0f", cell->p.budget > 0 ? cell->p.budget : -1);
@@ -570,13 +576,15 @@ static cell_out cell_row(kb_table *t, const kb_lat_opts *o, const kb_cell *cell,
     snprintf(v[18], 64, "%.3f", gbps);
     snprintf(v[19], 64, "%.4f", gbps / bw);
     snprintf(v[20], 64, "%.3f", bw);
-    snprintf(v[21], 64, "%.2f", co.res_tok);
-    fmtd(v[22], 64, "%.0f", co.T > 0 ? co.T : -1);
-    snprintf(v[23], 64, "%.0f", co.res_bytes);
-    fmtd(v[24], 64, "%.0f", co.peak_rss);
-    v[25][0] = 0; /* speedup: once the context's full cell has run */
-    const char *vals[26];
-    for (int k = 0; k < 26; k++) vals[k] = v[k];
+    snprintf(v[21], 64, "%.3f", attn_gbps);
+    snprintf(v[22], 64, "%.4f", attn_frac);
+    snprintf(v[23], 64, "%.2f", co.res_tok);
+    fmtd(v[24], 64, "%.0f", co.T > 0 ? co.T : -1);
+    snprintf(v[25], 64, "%.0f", co.res_bytes);
+    fmtd(v[26], 64, "%.0f", co.peak_rss);
+    v[27][0] = 0; /* speedup: once the context's full cell has run */
+    const char *vals[28];
+    for (int k = 0; k < 28; k++) vals[k] = v[k];
     vals[2] = cell->params_json;
     table_add(t, vals);
     return co;
@@ -782,12 +790,14 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
                 if (R > 1 && !o->quiet) { /* each round's time (the medians below are of these) */
                     char bud[32] = "";
                     if (cell->p.budget > 0) snprintf(bud, sizeof bud, "/%d", cell->p.budget);
-                    fprintf(stderr, "kvbench %s: context %d round %d: %s%s decode %.4f ms/token (read bandwidth %.2f GB/s)\n",
-                            o->cmd, ctx[ci], rd + 1, cell->p.label, bud, cr->decode_s * 1e3, bws[rd]);
+                    fprintf(stderr,
+                            "kvbench %s: context %d round %d: %s%s decode %.4f ms/token, attention %.6f ms/token (read "
+                            "bandwidth %.2f GB/s)\n",
+                            o->cmd, ctx[ci], rd + 1, cell->p.label, bud, cr->decode_s * 1e3, cr->attn_s * 1e3, bws[rd]);
                 }
                 if (rd < R - 1) continue;
                 /* the cell's last round: its row */
-                cell_out co = cell_row(&t, o, cell, outs + (size_t)c * R, R, fill, bw, med);
+                cell_out co = cell_row(&t, o, cell, outs + (size_t)c * R, R, fill, bw, bws, med);
                 double gbps = (co.weight_bytes + co.kv_read) / co.decode_s / 1e9;
                 if (!o->quiet) {
                     printf("%-14s %6s %7.0f %9.3f %8.3f %8.3f %8.2f %6.0f%% %10.1f %9.1f\n", cell->p.label,

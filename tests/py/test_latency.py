@@ -64,6 +64,15 @@ def test_bench_methods_table(kvbench_bin, tmp_path):
         assert int(r["peak_rss_bytes"]) > int(r["kv_bytes_resident"]) > 0
         assert float(r["bytes_read_per_step"]) == pytest.approx(
             float(r["weight_bytes_per_step"]) + float(r["kv_bytes_read_per_step"]))
+        # the attention's K/V rate: bytes over the attention time. attn_ms is
+        # printed to 4 decimals, so the rate lies between the rates at its
+        # rounding interval's ends (and 3 printed decimals of attn_gbps)
+        kv, a = float(r["kv_bytes_read_per_step"]), float(r["attn_ms_per_token"])
+        lo, hi = kv / ((a + 5e-5) * 1e6), kv / (max(a - 5e-5, 1e-9) * 1e6)
+        assert lo - 5e-4 <= float(r["attn_gbps"]) <= hi + 5e-4
+        # one round: its fraction is that rate over the run's bandwidth
+        assert float(r["attn_bw_fraction"]) == pytest.approx(
+            float(r["attn_gbps"]) / float(r["read_bw_gbps"]), rel=1e-3, abs=1e-4)
         if r["label"] == "full":
             assert float(r["speedup_vs_full"]) == 1.0
             # every token of the prompt and the decode is resident at the end
@@ -152,6 +161,19 @@ def test_bench_methods_rounds(kvbench_bin, tmp_path):
             assert r[k] == one[label][k], k
     ratios = sorted(f / k for (_, f), (_, k) in zip(sorted(times["full"]), sorted(times["rocketkv"])))
     assert float(three["rocketkv"]["speedup_vs_full"]) == pytest.approx(ratios[1], rel=2e-3)
+    # attn_bw_fraction: the median over rounds of each round's attention K/V
+    # rate over the bandwidth measured before that round (recomputed from the
+    # lines: attention to 6 decimals of a ms, bandwidth to 2 decimals of ~30
+    # GB/s, so 2e-3 relative covers the printing), not the ratio of medians
+    att = {}
+    for m in re.finditer(r"context 300 round (\d): (\w+)(?:/64)? decode [\d.]+ ms/token, attention ([\d.]+) "
+                         r"ms/token \(read bandwidth ([\d.]+) GB/s\)", p3.stderr):
+        att.setdefault(m.group(2), []).append((float(m.group(3)), float(m.group(4))))
+    assert sorted(att) == ["full", "rocketkv"] and all(len(v) == 3 for v in att.values())
+    for label, r in three.items():
+        kv = float(r["kv_bytes_read_per_step"])
+        fr = sorted(kv / (a * 1e6) / bw for a, bw in att[label])
+        assert float(r["attn_bw_fraction"]) == pytest.approx(fr[1], rel=2e-3)
     assert float(three["full"]["speedup_vs_full"]) == 1.0
     assert json.loads((tmp_path / "r3" / "run.json").read_text())["rounds"] == 3
 
