@@ -46,8 +46,22 @@
 #ifndef DEC_PF_HINT
 #define DEC_PF_HINT _MM_HINT_T0
 #endif
+#ifndef DEC_PF_HINT_L2
+#define DEC_PF_HINT_L2 _MM_HINT_T2 /* gathered rows on AMD: into L2 only (dec_pf_l2) */
+#endif
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* Whether the prefetches go into L2 only (DEC_PF_HINT_L2) instead of L1:
+ * gathered rows (idx) on AMD. Scattered lines are limited by how many
+ * misses a core keeps in flight, and a prefetch into L1 holds one of L1's
+ * few miss buffers until its line arrives, while one into L2 queues in
+ * L2's larger miss queue. On the Zen 4 VM RocketKV-sized gathers (128
+ * random rows of 8K per head, 90 calls on two threads after a 96 MB read:
+ * `GK=128 build/attn_pf`) took 0.16-0.17 ms with T2 or T1 against 0.31-0.39
+ * ms with T0, at 2, 4 and 8 KiB ahead (PERFORMANCE.md, "Gathered rows into
+ * L2"). Not measured on the Xeons, which keep DEC_PF_HINT. */
+static ALWAYS_INLINE int dec_pf_l2(const int32_t *idx) { return idx && simd_cpu_amd(); }
 
 /* Growable thread-local scratch (no malloc per call). */
 static void *tls_grow(void **buf, size_t *cap, size_t need) {
@@ -78,8 +92,16 @@ static ALWAYS_INLINE __m512 ld16(const kb_dtype dt, const void *p) {
 #define DMAX_V 16 /* fast path: D <= 256 */
 #define GMAX_V 8  /* fast path: G <= 8 */
 
-/* Every cache line of row `row` of K (and of V when not NULL). */
-static ALWAYS_INLINE void prefetch_row(const char *K, const char *V, size_t row, size_t rb) {
+/* Every cache line of row `row` of K (and of V when not NULL): into L2
+ * only when l2 (dec_pf_l2), else by DEC_PF_HINT. */
+static ALWAYS_INLINE void prefetch_row(const char *K, const char *V, size_t row, size_t rb, int l2) {
+    if (l2) {
+        for (size_t o = 0; o < rb; o += 64) {
+            _mm_prefetch(K + row * rb + o, DEC_PF_HINT_L2);
+            if (V) _mm_prefetch(V + row * rb + o, DEC_PF_HINT_L2);
+        }
+        return;
+    }
     for (size_t o = 0; o < rb; o += 64) {
         _mm_prefetch(K + row * rb + o, DEC_PF_HINT);
         if (V) _mm_prefetch(V + row * rb + o, DEC_PF_HINT);
@@ -122,11 +144,12 @@ static ALWAYS_INLINE void block_dots(const int FX, const int G, const int DV, co
                                      const float *qs, const char *K, const char *V, size_t rb,
                                      const int32_t *idx, int j, int nr, int pf, int lim, __m512 *out) {
     const size_t esz = dt == KB_F32 ? 4 : 2;
+    const int l2 = dec_pf_l2(idx);
     if (!FX) {
         float d[GMAX_V][16][16] __attribute__((aligned(64)));
         for (int r = 0; r < 16; r++) {
             int jp = j + r + pf;
-            if (pf && r < nr && jp < lim) prefetch_row(K, V, (size_t)(idx ? idx[jp] : jp), rb);
+            if (pf && r < nr && jp < lim) prefetch_row(K, V, (size_t)(idx ? idx[jp] : jp), rb, l2);
             int rr = r < nr ? r : nr - 1;
             const char *krow = K + (size_t)(idx ? idx[j + rr] : j + rr) * rb;
             for (int g = 0; g < G; g++) {
@@ -148,7 +171,7 @@ static ALWAYS_INLINE void block_dots(const int FX, const int G, const int DV, co
     for (int r = 0; r < 16; r++) {
         if (r < nr) {
             int jp = j + r + pf;
-            if (pf && jp < lim) prefetch_row(K, V, (size_t)(idx ? idx[jp] : jp), rb);
+            if (pf && jp < lim) prefetch_row(K, V, (size_t)(idx ? idx[jp] : jp), rb, l2);
         }
         int rr = r < nr ? r : nr - 1;
         const char *krow = K + (size_t)(idx ? idx[j + rr] : j + rr) * rb;
@@ -190,7 +213,7 @@ static ALWAYS_INLINE void scores16(const int FX, const int G, const int DV, cons
     /* dense rows prefetch past the chunk (the next chunk, usually this
      * thread's: dec_span) so a chunk does not start with pf cold rows */
     const int lim = idx ? j1 : s->n;
-    for (int jj = j0; jj < KB_MIN(j0 + pf, lim); jj++) prefetch_row(K, NULL, (size_t)(idx ? idx[jj] : jj), rb);
+    for (int jj = j0; jj < KB_MIN(j0 + pf, lim); jj++) prefetch_row(K, NULL, (size_t)(idx ? idx[jj] : jj), rb, dec_pf_l2(idx));
     for (int j = j0; j < j1; j += 16) {
         const int nr = KB_MIN(16, j1 - j);
         __m512 sc[GMAX_V];
@@ -235,7 +258,7 @@ static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const 
 #pragma GCC unroll 16
         for (int t = 0; t < DV; t++) _mm512_store_ps(am[g] + 16 * t, _mm512_setzero_ps());
     }
-    for (int jj = j0; jj < KB_MIN(j0 + pf, lim); jj++) prefetch_row(K, V, (size_t)(idx ? idx[jj] : jj), rb);
+    for (int jj = j0; jj < KB_MIN(j0 + pf, lim); jj++) prefetch_row(K, V, (size_t)(idx ? idx[jj] : jj), rb, dec_pf_l2(idx));
     for (int j = j0; j < j1; j += 16) {
         const int nr = KB_MIN(16, j1 - j);
         __m512 sc[GMAX_V];
@@ -351,6 +374,14 @@ static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const 
 #ifndef DEC_PF_ROWS2
 #define DEC_PF_ROWS2 12
 #endif
+/* Gathered rows on AMD, prefetched into L2 (dec_pf_l2): 32 rows ahead.
+ * On the Zen 4 VM with this path built (-mno-avx512f), RocketKV-sized
+ * gathers (`GK=128 build/attn_pf`) took 0.25 ms at 32 rows into L2 against
+ * 0.34-0.36 ms into L1 (12 or 32 rows), while 12 rows into L2 measured no
+ * better than into L1 (PERFORMANCE.md, "Gathered rows into L2"). */
+#ifndef DEC_PF_ROWS2_L2
+#define DEC_PF_ROWS2_L2 32
+#endif
 #define KB_ATTN_BLOCKED 1
 
 /* 8 elements of a K/V row at p as f32. */
@@ -364,7 +395,14 @@ static ALWAYS_INLINE __m256 ld8(const kb_dtype dt, const void *p) {
 #define DMAX_V 16 /* fast path: D <= 256 (DV = D / 16 chunks of 16) */
 #define GMAX_V 8  /* fast path: G <= 8 */
 
-static ALWAYS_INLINE void prefetch_row(const char *K, const char *V, size_t row, size_t rb) {
+static ALWAYS_INLINE void prefetch_row(const char *K, const char *V, size_t row, size_t rb, int l2) {
+    if (l2) {
+        for (size_t o = 0; o < rb; o += 64) {
+            _mm_prefetch(K + row * rb + o, DEC_PF_HINT_L2);
+            if (V) _mm_prefetch(V + row * rb + o, DEC_PF_HINT_L2);
+        }
+        return;
+    }
     for (size_t o = 0; o < rb; o += 64) {
         _mm_prefetch(K + row * rb + o, DEC_PF_HINT);
         if (V) _mm_prefetch(V + row * rb + o, DEC_PF_HINT);
@@ -425,13 +463,17 @@ typedef struct dec_pf {
     const int32_t *idx;
     int j, lim;
     size_t rb;
+    int l2; /* dec_pf_l2 */
 } dec_pf;
 
 static ALWAYS_INLINE void pf_row(const dec_pf *p, int r) {
     int jp = p->j + r;
     if (jp < p->lim) {
         const char *q = p->base + (size_t)(p->idx ? p->idx[jp] : jp) * p->rb;
-        for (size_t o = 0; o < p->rb; o += 64) _mm_prefetch(q + o, DEC_PF_HINT);
+        if (p->l2)
+            for (size_t o = 0; o < p->rb; o += 64) _mm_prefetch(q + o, DEC_PF_HINT_L2);
+        else
+            for (size_t o = 0; o < p->rb; o += 64) _mm_prefetch(q + o, DEC_PF_HINT);
     }
 }
 
@@ -480,14 +522,14 @@ static ALWAYS_INLINE void scores16(const int FX, const int G, const int DV, cons
     (void)FX;
     const size_t esz = dt == KB_F32 ? 4 : 2, rb = (size_t)DV * 16 * esz;
     const char *K = s->K;
-    const int pf = DEC_PF_ROWS2;
+    const int pf = dec_pf_l2(idx) ? DEC_PF_ROWS2_L2 : DEC_PF_ROWS2;
     const int lim = idx ? j1 : s->n;
-    for (int jj = j0; jj < KB_MIN(j0 + pf, lim); jj++) prefetch_row(K, NULL, (size_t)(idx ? idx[jj] : jj), rb);
+    for (int jj = j0; jj < KB_MIN(j0 + pf, lim); jj++) prefetch_row(K, NULL, (size_t)(idx ? idx[jj] : jj), rb, dec_pf_l2(idx));
     for (int j = j0; j < j1; j += 16) {
         const char *krows[16];
         float x[GMAX_V][16] __attribute__((aligned(32)));
         int nr = block_rows(K, NULL, rb, idx, j, j1, krows, NULL);
-        const dec_pf pk = {K, idx, j + pf, lim, rb};
+        const dec_pf pk = {K, idx, j + pf, lim, rb, dec_pf_l2(idx)};
         block_scores(G, DV, dt, qs, krows, nr, x, &pk);
 #pragma GCC unroll 8
         for (int g = 0; g < G; g++) {
@@ -565,7 +607,7 @@ static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const 
     (void)FX;
     const size_t esz = dt == KB_F32 ? 4 : 2, rb = (size_t)DV * 16 * esz;
     const char *K = s->K, *V = s->V;
-    const int pf = DEC_PF_ROWS2;
+    const int pf = dec_pf_l2(idx) ? DEC_PF_ROWS2_L2 : DEC_PF_ROWS2;
     const int lim = idx ? j1 : s->n;
     /* acc strips of CW vectors: G * CW accumulators + G weights + 1 V vector
      * in the 16 registers; CW divides the row's 2 DV vectors. G = 3 takes 2,
@@ -579,7 +621,7 @@ static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const 
         mrun[g] = part->m[g];
         lsum[g] = part->l[g];
     }
-    for (int jj = j0; jj < KB_MIN(j0 + pf, lim); jj++) prefetch_row(K, V, (size_t)(idx ? idx[jj] : jj), rb);
+    for (int jj = j0; jj < KB_MIN(j0 + pf, lim); jj++) prefetch_row(K, V, (size_t)(idx ? idx[jj] : jj), rb, dec_pf_l2(idx));
     for (int j = j0; j < j1; j += 16) {
         const char *krows[16], *vrows[16];
         float x[GMAX_V][16] __attribute__((aligned(32)));
@@ -587,7 +629,8 @@ static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const 
         float cr[GMAX_V];
         int any = 0;
         int nr = block_rows(K, V, rb, idx, j, j1, krows, vrows);
-        const dec_pf pk = {K, idx, j + pf, lim, rb}, pv = {V, idx, j + pf, lim, rb};
+        const int l2 = dec_pf_l2(idx);
+        const dec_pf pk = {K, idx, j + pf, lim, rb, l2}, pv = {V, idx, j + pf, lim, rb, l2};
         block_scores(G, DV, dt, qs, krows, nr, x, &pk);
         /* lanes < nr count in l (lanes past nr repeat the last row) */
         const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
