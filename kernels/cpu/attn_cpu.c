@@ -58,10 +58,26 @@
  * few miss buffers until its line arrives, while one into L2 queues in
  * L2's larger miss queue. On the Zen 4 VM RocketKV-sized gathers (128
  * random rows of 8K per head, 90 calls on two threads after a 96 MB read:
- * `GK=128 build/attn_pf`) took 0.16-0.17 ms with T2 or T1 against 0.31-0.39
- * ms with T0, at 2, 4 and 8 KiB ahead (PERFORMANCE.md, "Gathered rows into
- * L2"). Not measured on the Xeons, which keep DEC_PF_HINT. */
+ * `GK=128 build/attn_pf`) took 0.16-0.28 ms into L2 (T2; T1 the same)
+ * against 0.31-0.43 ms into L1 (T0), at 2, 4 and 8 KiB ahead (PERFORMANCE.md,
+ * "Gathered rows into L2"). Not measured on the Xeons, which keep DEC_PF_HINT. */
 static ALWAYS_INLINE int dec_pf_l2(const int32_t *idx) { return idx && simd_cpu_amd(); }
+
+/* Every cache line of row `row` of K (and of V when not NULL): into L2
+ * only when l2 (dec_pf_l2), else by DEC_PF_HINT. Both paths below. */
+static ALWAYS_INLINE void prefetch_row(const char *K, const char *V, size_t row, size_t rb, int l2) {
+    if (l2) {
+        for (size_t o = 0; o < rb; o += 64) {
+            _mm_prefetch(K + row * rb + o, DEC_PF_HINT_L2);
+            if (V) _mm_prefetch(V + row * rb + o, DEC_PF_HINT_L2);
+        }
+        return;
+    }
+    for (size_t o = 0; o < rb; o += 64) {
+        _mm_prefetch(K + row * rb + o, DEC_PF_HINT);
+        if (V) _mm_prefetch(V + row * rb + o, DEC_PF_HINT);
+    }
+}
 
 /* Growable thread-local scratch (no malloc per call). */
 static void *tls_grow(void **buf, size_t *cap, size_t need) {
@@ -91,22 +107,6 @@ static ALWAYS_INLINE __m512 ld16(const kb_dtype dt, const void *p) {
 #define KB_ATTN_BLOCKED 1
 #define DMAX_V 16 /* fast path: D <= 256 */
 #define GMAX_V 8  /* fast path: G <= 8 */
-
-/* Every cache line of row `row` of K (and of V when not NULL): into L2
- * only when l2 (dec_pf_l2), else by DEC_PF_HINT. */
-static ALWAYS_INLINE void prefetch_row(const char *K, const char *V, size_t row, size_t rb, int l2) {
-    if (l2) {
-        for (size_t o = 0; o < rb; o += 64) {
-            _mm_prefetch(K + row * rb + o, DEC_PF_HINT_L2);
-            if (V) _mm_prefetch(V + row * rb + o, DEC_PF_HINT_L2);
-        }
-        return;
-    }
-    for (size_t o = 0; o < rb; o += 64) {
-        _mm_prefetch(K + row * rb + o, DEC_PF_HINT);
-        if (V) _mm_prefetch(V + row * rb + o, DEC_PF_HINT);
-    }
-}
 
 /* Rows to prefetch ahead in each stream (0: none) for attention (att) or
  * qk_scores. Gathered rows (idx) are scattered and need it everywhere.
@@ -395,20 +395,6 @@ static ALWAYS_INLINE __m256 ld8(const kb_dtype dt, const void *p) {
 #define DMAX_V 16 /* fast path: D <= 256 (DV = D / 16 chunks of 16) */
 #define GMAX_V 8  /* fast path: G <= 8 */
 
-static ALWAYS_INLINE void prefetch_row(const char *K, const char *V, size_t row, size_t rb, int l2) {
-    if (l2) {
-        for (size_t o = 0; o < rb; o += 64) {
-            _mm_prefetch(K + row * rb + o, DEC_PF_HINT_L2);
-            if (V) _mm_prefetch(V + row * rb + o, DEC_PF_HINT_L2);
-        }
-        return;
-    }
-    for (size_t o = 0; o < rb; o += 64) {
-        _mm_prefetch(K + row * rb + o, DEC_PF_HINT);
-        if (V) _mm_prefetch(V + row * rb + o, DEC_PF_HINT);
-    }
-}
-
 /* v[r] (r < 8), each a row's acc0 + acc1 of simd_dot -> lane r holds
  * ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)) of v[r]: simd_dot's
  * reduction (halves, then movehl, then movehdup), the same tree in every
@@ -607,7 +593,7 @@ static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const 
     (void)FX;
     const size_t esz = dt == KB_F32 ? 4 : 2, rb = (size_t)DV * 16 * esz;
     const char *K = s->K, *V = s->V;
-    const int pf = dec_pf_l2(idx) ? DEC_PF_ROWS2_L2 : DEC_PF_ROWS2;
+    const int l2 = dec_pf_l2(idx), pf = l2 ? DEC_PF_ROWS2_L2 : DEC_PF_ROWS2;
     const int lim = idx ? j1 : s->n;
     /* acc strips of CW vectors: G * CW accumulators + G weights + 1 V vector
      * in the 16 registers; CW divides the row's 2 DV vectors. G = 3 takes 2,
@@ -621,7 +607,7 @@ static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const 
         mrun[g] = part->m[g];
         lsum[g] = part->l[g];
     }
-    for (int jj = j0; jj < KB_MIN(j0 + pf, lim); jj++) prefetch_row(K, V, (size_t)(idx ? idx[jj] : jj), rb, dec_pf_l2(idx));
+    for (int jj = j0; jj < KB_MIN(j0 + pf, lim); jj++) prefetch_row(K, V, (size_t)(idx ? idx[jj] : jj), rb, l2);
     for (int j = j0; j < j1; j += 16) {
         const char *krows[16], *vrows[16];
         float x[GMAX_V][16] __attribute__((aligned(32)));
@@ -629,7 +615,6 @@ static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const 
         float cr[GMAX_V];
         int any = 0;
         int nr = block_rows(K, V, rb, idx, j, j1, krows, vrows);
-        const int l2 = dec_pf_l2(idx);
         const dec_pf pk = {K, idx, j + pf, lim, rb, l2}, pv = {V, idx, j + pf, lim, rb, l2};
         block_scores(G, DV, dt, qs, krows, nr, x, &pk);
         /* lanes < nr count in l (lanes past nr repeat the last row) */

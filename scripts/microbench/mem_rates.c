@@ -36,7 +36,7 @@ static double now(void) {
 static char *stream_buf[2], *rand_buf;
 static uint32_t *rand_idx[2];
 static size_t n_rand;
-static int pf_ahead, mode, n_thr, into_l2;
+static int pf_ahead, mode, into_l2;
 static volatile float sink;
 
 static float hsum(__m256 a) {
@@ -80,7 +80,6 @@ static void *worker(void *arg) {
 static double run(int m, int threads, int l2) {
     mode = m;
     into_l2 = l2;
-    n_thr = threads;
     pthread_t th[2];
     double t0 = now();
     for (long t = 0; t < threads; t++) pthread_create(&th[t], NULL, worker, (void *)t);
