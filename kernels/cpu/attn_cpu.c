@@ -58,8 +58,8 @@
  * few miss buffers until its line arrives, while one into L2 queues in
  * L2's larger miss queue. On the Zen 4 VM RocketKV-sized gathers (128
  * random rows of 8K per head, 90 calls on two threads after a 96 MB read:
- * `GK=128 build/attn_pf`) took 0.16-0.28 ms into L2 (T2; T1 the same)
- * against 0.31-0.43 ms into L1 (T0), at 2, 4 and 8 KiB ahead (PERFORMANCE.md,
+ * `GK=128 build/attn_pf`) took 0.16-0.30 ms into L2 (T2; T1 the same)
+ * against 0.33-0.45 ms into L1 (T0), at 2, 4 and 8 KiB ahead (PERFORMANCE.md,
  * "Gathered rows into L2"). Not measured on the Xeons, which keep DEC_PF_HINT. */
 static ALWAYS_INLINE int dec_pf_l2(const int32_t *idx) { return idx && simd_cpu_amd(); }
 
@@ -377,7 +377,7 @@ static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const 
 /* Gathered rows on AMD, prefetched into L2 (dec_pf_l2): 32 rows ahead.
  * On the Zen 4 VM with this path built (-mno-avx512f), RocketKV-sized
  * gathers (`GK=128 build/attn_pf`) took 0.25 ms at 32 rows into L2 against
- * 0.34-0.36 ms into L1 (12 or 32 rows), while 12 rows into L2 measured no
+ * 0.34-0.42 ms into L1 (12 or 32 rows), while 12 rows into L2 measured no
  * better than into L1 (PERFORMANCE.md, "Gathered rows into L2"). */
 #ifndef DEC_PF_ROWS2_L2
 #define DEC_PF_ROWS2_L2 32
