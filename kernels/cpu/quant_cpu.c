@@ -1180,19 +1180,26 @@ ROWS_32(rowsx_q8_0, 34, 2, 0, K8, 0, 0.0f)
  * Inf or NaN gets scale NaN. Needs c->xsum. */
 static void x24_init(xctx *c, int8_t *xl, float *xsc, int32_t *xls) {
     int cols = c->cols;
+    const __m512 inf = _mm512_set1_ps(INFINITY);
     for (int b = 0; b < c->nb; b++) {
         __m512 v[2] = {_mm512_loadu_ps(c->x + 32 * b), _mm512_loadu_ps(c->x + 32 * b + 16)};
-        float M = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v[0]), _mm512_abs_ps(v[1])));
-        int E = 0;
-        if (!isfinite(M) || isnan(_mm512_reduce_add_ps(_mm512_add_ps(v[0], v[1])))) {
+        __m512 a0 = _mm512_abs_ps(v[0]), a1 = _mm512_abs_ps(v[1]);
+        /* an Inf or NaN element (|x| not below Inf, unordered included) */
+        if (_mm512_cmp_ps_mask(a0, inf, _CMP_NLT_UQ) | _mm512_cmp_ps_mask(a1, inf, _CMP_NLT_UQ)) {
             x24_nonfinite(xl, xsc, xls, cols, b);
             continue;
         }
-        (void)frexpf(M, &E);
-        int e = M > 0.0f ? 22 - E : 0;
+        float M = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1));
+        /* frexpf's E from M's exponent field, 2^-e and 2^e from their bits,
+         * as the AVX2 path below: the same e, xsc and f */
+        uint32_t mb, fld;
+        memcpy(&mb, &M, 4);
+        fld = mb >> 23;
+        int e = !mb ? 0 : !fld ? 126 : 22 - ((int)fld - 126);
         e = e > 126 ? 126 : e < -126 ? -126 : e;
-        xsc[b] = ldexpf(1.0f, -e);
-        const __m512 f = _mm512_set1_ps(ldexpf(1.0f, e));
+        uint32_t sb = (uint32_t)(127 - e) << 23;
+        memcpy(&xsc[b], &sb, 4);
+        const __m512 f = _mm512_castsi512_ps(_mm512_set1_epi32((int)((uint32_t)(127 + e) << 23)));
         __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0;
         for (int h = 0; h < 2; h++) {
             __m512i X = _mm512_cvtps_epi32(_mm512_mul_ps(v[h], f));

@@ -818,7 +818,8 @@ static void r16_formula(uint32_t type, const uint8_t *G, size_t rb, int rows, in
 
 /* Where the build has R16 kernels: their y bit for bit r16_formula's, on
  * SmolLM2's shapes and others, x with outliers, a zero block, tiny, huge
- * and mixed blocks (fill_x_r16), 1 and 2 threads. */
+ * and mixed blocks (fill_x_r16), x whose every block is subnormal, 1 and 2
+ * threads. */
 static void test_r16_formula(uint32_t type) {
     static const int shapes[][2] = {{16, 32}, {32, 96}, {48, 576}, {1536, 576}, {576, 1536}, {32, 4096}};
     const char *tn = kb_qtype_info(type)->name;
@@ -833,9 +834,11 @@ static void test_r16_formula(uint32_t type) {
         memcpy(R, G, rb * (size_t)rows);
         kb_r16_repack(type, R, rb, rows);
         kb_mv mv = {type, R, rb, rows, y, KB_LAYOUT_R16};
-        for (int k = 0; k < 2; k++) {
-            if (k) fill_x_r16(x, cols);
+        for (int k = 0; k < 3; k++) {
+            if (k == 1) fill_x_r16(x, cols);
             else fill_x(x, cols);
+            if (k == 2) /* every block's max |x| subnormal (e clamps to 126), block 1 zero */
+                for (int j = 0; j < cols; j++) x[j] = j / 32 == 1 ? 0.0f : x[j] * 1e-39f;
             r16_formula(type, G, rb, rows, cols, x, yr);
             for (int thr = 1; thr <= 2; thr++) {
                 omp_set_num_threads(thr);
@@ -847,7 +850,7 @@ static void test_r16_formula(uint32_t type) {
                         if (first < 0) first = r;
                     }
                 CHECK_MSG(bad == 0, "R16 %s %dx%d (x %s, %d threads): %d rows differ from the formula, first %d: %.9g vs %.9g",
-                          tn, rows, cols, k ? "fill_x_r16" : "fill_x", thr, bad, first, first >= 0 ? y[first] : 0.0,
+                          tn, rows, cols, k == 2 ? "subnormal" : k ? "fill_x_r16" : "fill_x", thr, bad, first, first >= 0 ? y[first] : 0.0,
                           first >= 0 ? yr[first] : 0.0);
             }
         }
