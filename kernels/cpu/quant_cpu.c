@@ -1941,9 +1941,10 @@ static void rows_r16_any(uint32_t type, const uint8_t *w, size_t row_bytes, int 
 #endif
 }
 
-/* One pool chunk of kb_matvec_multi: rows [r0, r1) of matrix `item`. */
+/* One pool chunk of kb_matvec_multi: from row r0 of matrix i0 up to (not
+ * including) row r1 of matrix i1, the matrices in between whole. */
 typedef struct mv_piece {
-    int item, r0, r1;
+    int i0, r0, i1, r1;
 } mv_piece;
 
 typedef struct mvx_job {
@@ -1952,26 +1953,53 @@ typedef struct mvx_job {
     const mv_piece *pc;
 } mvx_job;
 
-static void mvx_chunk(void *p, int i, int worker) {
+static void mvx_chunk(void *p, int k, int worker) {
     (void)worker;
     const mvx_job *j = p;
-    const mv_piece *q = &j->pc[i];
-    const kb_mv *m = &j->mv[q->item];
-    if (m->layout == KB_LAYOUT_R16) rows_r16_any(m->type, m->W, m->row_bytes, q->r0, q->r1, j->c, m->y);
-    else rows_exact(m->type, m->W, m->row_bytes, q->r0, q->r1, j->c, m->y);
+    const mv_piece *q = &j->pc[k];
+    for (int i = q->i0; i <= q->i1; i++) {
+        const kb_mv *m = &j->mv[i];
+        int r0 = i == q->i0 ? q->r0 : 0, r1 = i == q->i1 ? q->r1 : m->rows;
+        if (r1 <= r0) continue;
+        if (m->layout == KB_LAYOUT_R16) rows_r16_any(m->type, m->W, m->row_bytes, r0, r1, j->c, m->y);
+        else rows_exact(m->type, m->W, m->row_bytes, r0, r1, j->c, m->y);
+    }
 }
 
-/* Splits the rows of n matrices into pool chunks of mv_rows_per_chunk rows,
- * in order, none crossing a matrix. Writes at most max pieces (pc NULL: only
- * counts them). */
+/* Splits the rows of n matrices, taken one after another as one sequence,
+ * into pool chunks of about equal bytes: max(MATVEC_CHUNKS_PER_THREAD per
+ * thread, total / MATVEC_CHUNK_BYTES) of them, each ending on a multiple of
+ * 16 rows (or a matrix's end), so a chunk may run from one matrix into the
+ * next. A decode token's q, k and v (207 + 69 + 69 KB in SmolLM2) were 12
+ * chunks when each matrix was split alone (4 each), 12 cold starts and 12
+ * claims passed between the two cores; now 4 (docs/PERFORMANCE.md, "Fewer
+ * chunks, cheaper x"). One matrix splits as before. Writes at most max
+ * pieces (pc NULL: only counts them). */
 static int mv_plan(const kb_mv *mv, int n, int nthr, mv_piece *pc, int max) {
-    int np = 0;
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += mv[i].rows > 0 ? (size_t)mv[i].rows * mv[i].row_bytes : 0;
+    size_t want = KB_MAX((size_t)MATVEC_CHUNKS_PER_THREAD * (size_t)nthr,
+                         (total + MATVEC_CHUNK_BYTES - 1) / MATVEC_CHUNK_BYTES);
+    size_t per = (total + want - 1) / want, acc = 0;
+    int np = 0, i0 = -1, r0 = 0;
     for (int i = 0; i < n; i++) {
-        long per = mv_rows_per_chunk(mv[i].rows, mv[i].row_bytes, nthr);
-        for (long r0 = 0; r0 < mv[i].rows; r0 += per) {
-            if (pc && np < max) pc[np] = (mv_piece){i, (int)r0, (int)KB_MIN((long)mv[i].rows, r0 + per)};
-            np++;
+        for (int r = 0; r < mv[i].rows; r += 16) {
+            int r1 = KB_MIN(mv[i].rows, r + 16);
+            if (i0 < 0) i0 = i, r0 = r;
+            acc += (size_t)(r1 - r) * mv[i].row_bytes;
+            if (acc >= per) {
+                if (pc && np < max) pc[np] = (mv_piece){i0, r0, i, r1};
+                np++;
+                acc = 0;
+                i0 = -1;
+            }
         }
+    }
+    if (i0 >= 0) { /* the rest, up to the last matrix's end */
+        int last = n - 1;
+        while (last > 0 && mv[last].rows <= 0) last--;
+        if (pc && np < max) pc[np] = (mv_piece){i0, r0, last, KB_MAX(0, mv[last].rows)};
+        np++;
     }
     return np;
 }
