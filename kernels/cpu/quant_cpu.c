@@ -1973,8 +1973,9 @@ static void mvx_chunk(void *p, int k, int worker) {
  * next. A decode token's q, k and v (207 + 69 + 69 KB in SmolLM2) were 12
  * chunks when each matrix was split alone (4 each), 12 cold starts and 12
  * claims passed between the two cores; now 4 (docs/PERFORMANCE.md, "Fewer
- * chunks, cheaper x"). One matrix splits as before. Writes at most max
- * pieces (pc NULL: only counts them). */
+ * chunks, cheaper x"). One matrix splits into about the chunks it had
+ * before (SmolLM2's Wo, down and output matrices into the same ones).
+ * Writes at most max pieces (pc NULL: only counts them). */
 static int mv_plan(const kb_mv *mv, int n, int nthr, mv_piece *pc, int max) {
     size_t total = 0;
     for (int i = 0; i < n; i++) total += mv[i].rows > 0 ? (size_t)mv[i].rows * mv[i].row_bytes : 0;
