@@ -212,8 +212,8 @@ static ALWAYS_INLINE void scores16(const int FX, const int G, const int DV, cons
     const int pf = dec_pf_rows(rb, idx, 0); /* rows ahead */
     /* dense rows prefetch past the chunk (the next chunk, usually this
      * thread's: dec_span) so a chunk does not start with pf cold rows */
-    const int lim = idx ? j1 : s->n;
-    for (int jj = j0; jj < KB_MIN(j0 + pf, lim); jj++) prefetch_row(K, NULL, (size_t)(idx ? idx[jj] : jj), rb, dec_pf_l2(idx));
+    const int lim = idx ? j1 : s->n, l2 = dec_pf_l2(idx);
+    for (int jj = j0; jj < KB_MIN(j0 + pf, lim); jj++) prefetch_row(K, NULL, (size_t)(idx ? idx[jj] : jj), rb, l2);
     for (int j = j0; j < j1; j += 16) {
         const int nr = KB_MIN(16, j1 - j);
         __m512 sc[GMAX_V];
@@ -258,7 +258,8 @@ static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const 
 #pragma GCC unroll 16
         for (int t = 0; t < DV; t++) _mm512_store_ps(am[g] + 16 * t, _mm512_setzero_ps());
     }
-    for (int jj = j0; jj < KB_MIN(j0 + pf, lim); jj++) prefetch_row(K, V, (size_t)(idx ? idx[jj] : jj), rb, dec_pf_l2(idx));
+    const int l2 = dec_pf_l2(idx);
+    for (int jj = j0; jj < KB_MIN(j0 + pf, lim); jj++) prefetch_row(K, V, (size_t)(idx ? idx[jj] : jj), rb, l2);
     for (int j = j0; j < j1; j += 16) {
         const int nr = KB_MIN(16, j1 - j);
         __m512 sc[GMAX_V];
@@ -454,13 +455,7 @@ typedef struct dec_pf {
 
 static ALWAYS_INLINE void pf_row(const dec_pf *p, int r) {
     int jp = p->j + r;
-    if (jp < p->lim) {
-        const char *q = p->base + (size_t)(p->idx ? p->idx[jp] : jp) * p->rb;
-        if (p->l2)
-            for (size_t o = 0; o < p->rb; o += 64) _mm_prefetch(q + o, DEC_PF_HINT_L2);
-        else
-            for (size_t o = 0; o < p->rb; o += 64) _mm_prefetch(q + o, DEC_PF_HINT);
-    }
+    if (jp < p->lim) prefetch_row(p->base, NULL, (size_t)(p->idx ? p->idx[jp] : jp), p->rb, p->l2);
 }
 
 /* The block of rows rows[0..nr) (nr <= 16): each head's 16 scores to
@@ -508,14 +503,14 @@ static ALWAYS_INLINE void scores16(const int FX, const int G, const int DV, cons
     (void)FX;
     const size_t esz = dt == KB_F32 ? 4 : 2, rb = (size_t)DV * 16 * esz;
     const char *K = s->K;
-    const int pf = dec_pf_l2(idx) ? DEC_PF_ROWS2_L2 : DEC_PF_ROWS2;
+    const int l2 = dec_pf_l2(idx), pf = l2 ? DEC_PF_ROWS2_L2 : DEC_PF_ROWS2;
     const int lim = idx ? j1 : s->n;
-    for (int jj = j0; jj < KB_MIN(j0 + pf, lim); jj++) prefetch_row(K, NULL, (size_t)(idx ? idx[jj] : jj), rb, dec_pf_l2(idx));
+    for (int jj = j0; jj < KB_MIN(j0 + pf, lim); jj++) prefetch_row(K, NULL, (size_t)(idx ? idx[jj] : jj), rb, l2);
     for (int j = j0; j < j1; j += 16) {
         const char *krows[16];
         float x[GMAX_V][16] __attribute__((aligned(32)));
         int nr = block_rows(K, NULL, rb, idx, j, j1, krows, NULL);
-        const dec_pf pk = {K, idx, j + pf, lim, rb, dec_pf_l2(idx)};
+        const dec_pf pk = {K, idx, j + pf, lim, rb, l2};
         block_scores(G, DV, dt, qs, krows, nr, x, &pk);
 #pragma GCC unroll 8
         for (int g = 0; g < G; g++) {

@@ -995,6 +995,26 @@ static inline void x24_nonfinite(int8_t *xl, float *xsc, int32_t *xls, int cols,
     xls[2 * b] = xls[2 * b + 1] = 0;
 }
 
+/* x24_init's e_b for a finite block whose largest |x_j| is M >= 0: 22 - E
+ * with M = f 2^E, f in [0.5, 1) (frexpf's E, read from M's exponent field:
+ * E = field - 126; a subnormal M has E <= -126, so e clamps to 126 as with
+ * frexpf), 0 for M = 0, clamped to [-126, 126]. */
+static inline int x24_exp(float M) {
+    uint32_t mb;
+    memcpy(&mb, &M, 4);
+    uint32_t fld = mb >> 23;
+    int e = !mb ? 0 : !fld ? 126 : 22 - ((int)fld - 126);
+    return e > 126 ? 126 : e < -126 ? -126 : e;
+}
+
+/* 2^k for |k| <= 126, built from its bits (exact, no libm call). */
+static inline float x24_pow2(int k) {
+    uint32_t b = (uint32_t)(127 + k) << 23;
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
 #ifdef __AVX512F__
 static const float iota16[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
@@ -1189,17 +1209,9 @@ static void x24_init(xctx *c, int8_t *xl, float *xsc, int32_t *xls) {
             x24_nonfinite(xl, xsc, xls, cols, b);
             continue;
         }
-        float M = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1));
-        /* frexpf's E from M's exponent field, 2^-e and 2^e from their bits,
-         * as the AVX2 path below: the same e, xsc and f */
-        uint32_t mb, fld;
-        memcpy(&mb, &M, 4);
-        fld = mb >> 23;
-        int e = !mb ? 0 : !fld ? 126 : 22 - ((int)fld - 126);
-        e = e > 126 ? 126 : e < -126 ? -126 : e;
-        uint32_t sb = (uint32_t)(127 - e) << 23;
-        memcpy(&xsc[b], &sb, 4);
-        const __m512 f = _mm512_castsi512_ps(_mm512_set1_epi32((int)((uint32_t)(127 + e) << 23)));
+        const int e = x24_exp(_mm512_reduce_max_ps(_mm512_max_ps(a0, a1)));
+        xsc[b] = x24_pow2(-e);
+        const __m512 f = _mm512_set1_ps(x24_pow2(e));
         __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0;
         for (int h = 0; h < 2; h++) {
             __m512i X = _mm512_cvtps_epi32(_mm512_mul_ps(v[h], f));
@@ -1584,10 +1596,8 @@ ROWS_AVX2(rows2_q8_0, A8_0)
 /* The R16 kernels with AVX2 only (Zen 3 and the like: no VNNI): the same
  * numbers as the AVX-512 VNNI kernels above, bit for bit. x24_init's X_j,
  * e_b and bytes L0, L1, L2 are those of the AVX-512 version (integer
- * arithmetic and one exact product; only the detection of a non-finite
- * block is written differently: any element Inf or NaN, where the AVX-512
- * version also flags a finite block whose sum overflows to NaN, which needs
- * elements near FLT_MAX). In the kernels
+ * arithmetic and one exact product, the same x24_exp; a block is
+ * non-finite in both when an element is Inf or NaN). In the kernels
  * each dpbusd (4 products u8 x s8 summed into a 32-bit lane) becomes
  * vpmaddubsw (2 products into a 16-bit lane) added in 16 bits over the
  * block's 32 columns, then one vpmaddwd by ones into 32 bits: for Q4_1
@@ -1626,14 +1636,9 @@ static void x24_init(xctx *c, int8_t *xl, float *xsc, int32_t *xls) {
         __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
         m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
         m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-        /* frexpf's E from M's exponent field (M = f 2^E, f in [0.5, 1):
-         * E = field - 126); a subnormal M has E <= -126, so e clamps to 126
-         * as with frexpf; 2^-e and 2^e built from their bits (|e| <= 126) */
-        uint32_t mb = (uint32_t)_mm_cvtsi128_si32(_mm_castps_si128(m4)), fld = mb >> 23;
-        int e = !mb ? 0 : !fld ? 126 : 22 - ((int)fld - 126);
-        e = e > 126 ? 126 : e < -126 ? -126 : e;
-        xsc[b] = _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128((int)((uint32_t)(127 - e) << 23))));
-        const __m256 f = _mm256_castsi256_ps(_mm256_set1_epi32((int)((uint32_t)(127 + e) << 23)));
+        const int e = x24_exp(_mm_cvtss_f32(m4));
+        xsc[b] = x24_pow2(-e);
+        const __m256 f = _mm256_set1_ps(x24_pow2(e));
         __m256i l[3][4], s[3] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
         for (int i = 0; i < 4; i++) {
             __m256i X = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], f));
