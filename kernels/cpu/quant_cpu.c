@@ -1609,12 +1609,15 @@ ROWS_AVX2(rows2_q8_0, A8_0)
  * in another order on AVX-512 builds). Q8_0's bytes (q + 128, up to 255)
  * would saturate vpmaddubsw's pairs, so its sums are formed from the two
  * nibbles of each byte (u = ul + 16 uh, each 0..15, the same bound): more
- * operations than the exact AVX2 Q8_0 kernel and ~1.3x slower from L2, so
- * the loader leaves Q8_0 matrices in GGUF's layout on these builds
- * (kb_r16_regroups); this kernel serves R16 Q8_0 matrices made otherwise.
+ * operations than the exact AVX2 Q8_0 kernel, and no more than ~4-8% faster
+ * than it even with KEEP_ORDER (below; 0.92x from L2, 0.96x for SmolLM2's
+ * 30 MB output matrix from memory), so the loader leaves Q8_0 matrices in
+ * GGUF's layout on these builds (kb_r16_regroups) and their numbers stay
+ * exact's; this kernel serves R16 Q8_0 matrices made otherwise.
  * 8 rows per vector, a group's two halves side by side. Measured (single
  * thread, 1536 x 576 Q4_1 from L2, 2-core Zen 3 VM, alternated): 3.2 ->
- * 2.1 ns per row-block against the exact AVX2 kernel. */
+ * 2.1 ns per row-block against the exact AVX2 kernel; with KEEP_ORDER
+ * 4.6 -> 3.0 TSC cycles (scripts/microbench/matvec_ab.sh). */
 static void x24_init(xctx *c, int8_t *xl, float *xsc, int32_t *xls) {
     const int cols = c->cols;
     const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -1669,6 +1672,15 @@ static void x24_init(xctx *c, int8_t *xl, float *xsc, int32_t *xls) {
 /* 4 bytes of x (4 columns) broadcast to every lane */
 #define BC4(p) _mm256_set1_epi32(*(const int32_t *)(const void *)(p))
 
+/* Keeps a 16-bit accumulator's sum in the order written. Integer adds are
+ * associative, and without this GCC 12 computes all of a block's
+ * vpmaddubsw products first and adds them up as a tree at the end, which
+ * needs more than the 16 ymm registers: of rows_r16's ~280 stack accesses
+ * most were those products spilled and reloaded, and the Q4_1 kernel took
+ * ~1.5x the time (PERFORMANCE.md, "Zen 3 again"). The sums are exact
+ * integers either way, so y does not change. */
+#define KEEP_ORDER(v) __asm__("" : "+x"(v))
+
 /* r16_block_sum of the AVX-512 path on 8 rows: S0, S1, S2 the exact 32-bit
  * sums per byte of X, dp the rows' 8 f16 d. */
 static ALWAYS_INLINE __m256 r16_block_sum8(__m256 acc, __m256i S0, __m256i S1, __m256i S2, int32_t off01,
@@ -1706,6 +1718,9 @@ static ALWAYS_INLINE void r16_group_q4_1(const uint8_t *g, const xctx *c, float 
                 a[h][0] = _mm256_add_epi16(a[h][0], _mm256_add_epi16(_mm256_maddubs_epi16(lo, b0l), _mm256_maddubs_epi16(hi, b0h)));
                 a[h][1] = _mm256_add_epi16(a[h][1], _mm256_add_epi16(_mm256_maddubs_epi16(lo, b1l), _mm256_maddubs_epi16(hi, b1h)));
                 a[h][2] = _mm256_add_epi16(a[h][2], _mm256_add_epi16(_mm256_maddubs_epi16(lo, b2l), _mm256_maddubs_epi16(hi, b2h)));
+                KEEP_ORDER(a[h][0]);
+                KEEP_ORDER(a[h][1]);
+                KEEP_ORDER(a[h][2]);
             }
         }
 #pragma GCC unroll 2
@@ -1748,6 +1763,8 @@ static ALWAYS_INLINE void r16_group_q8_0(const uint8_t *g, const xctx *c, float 
                 for (int k = 0; k < 3; k++) {
                     al[h][k] = _mm256_add_epi16(al[h][k], _mm256_maddubs_epi16(ul, bx[k]));
                     ah[h][k] = _mm256_add_epi16(ah[h][k], _mm256_maddubs_epi16(uh, bx[k]));
+                    KEEP_ORDER(al[h][k]);
+                    KEEP_ORDER(ah[h][k]);
                 }
             }
         }
@@ -1764,6 +1781,7 @@ static ALWAYS_INLINE void r16_group_q8_0(const uint8_t *g, const xctx *c, float 
     _mm256_storeu_ps(y + 8, acc[1]);
 }
 #undef BC4
+#undef KEEP_ORDER
 
 #endif /* R16 on AVX2 */
 
