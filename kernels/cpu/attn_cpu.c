@@ -786,10 +786,7 @@ static void dec_chunk(void *p, int c, int worker) {
         /* scaled while the chunk's scores are in L1: the same f32 product as
          * a pass over the whole row afterwards */
         if (J->sc_scale != 1.0f)
-            for (int g = 0; g < J->G; g++) {
-                float *x = sc + (size_t)g * J->ldo;
-                for (int j = j0; j < j1; j++) x[j] *= J->sc_scale;
-            }
+            for (int g = 0; g < J->G; g++) simd_scale(sc + (size_t)g * J->ldo + j0, J->sc_scale, j1 - j0);
         return;
     }
     float *pp = J->parts + (size_t)c * J->G * (J->D + 2);
