@@ -1502,24 +1502,28 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
         if (fused) mx /= tau;
         {
             __m256 vm = _mm256_set1_ps(mx), vt = _mm256_set1_ps(tau);
-            /* and the double sum of the whole vectors below np - 1 in
-             * eight lanes (two of 4), added up as (l0+l4 + l1+l5) +
-             * (l2+l6 + l3+l7), as the AVX-512 path sums in its lanes: no
-             * dependency chain through every page (a sequential sum was
-             * ~0.5 us of a ~6 us select here) */
-            __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
             int m = pad8(np);
             for (P = 0; P < m; P += 8) {
                 __m256 v = _mm256_loadu_ps(x + P);
                 if (fused) v = _mm256_div_ps(v, vt);
                 v = _mm256_sub_ps(v, vm);
                 if (P + 8 > np) v = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), v, _mm256_castsi256_ps(lanes_lt(np - P)));
-                v = simd_exp256(v);
-                _mm256_storeu_ps(x + P, v);
-                if (P + 8 <= np - 1) {
-                    a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
-                    a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
-                }
+                _mm256_storeu_ps(x + P, simd_exp256(v));
+            }
+            /* then the double sum of the whole vectors below np - 1 in
+             * eight lanes (two of 4), added up as (l0+l4 + l1+l5) +
+             * (l2+l6 + l3+l7), as the AVX-512 path sums in its lanes: no
+             * dependency chain through every page (a sequential sum was
+             * ~0.5 us of a ~6 us select here). A pass of its own, over x
+             * in L1: inside the exp loop, whose ~60-cycle chains keep the
+             * out-of-order window full, its conversions and adds cost ~0.8K
+             * cycles per select of 3 x 483 pages, here ~0.2K (the same
+             * adds in the same order; PERFORMANCE.md, "Zen 3 again") */
+            __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+            for (P = 0; P + 8 <= np - 1; P += 8) {
+                __m256 v = _mm256_loadu_ps(x + P);
+                a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+                a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
             }
             __m256d t = _mm256_add_pd(a0, a1);
             __m128d lo = _mm256_castpd256_pd128(t), hi = _mm256_extractf128_pd(t, 1);
