@@ -934,11 +934,15 @@ static int count_ge64(const uint64_t *key, int n8, uint64_t t) {
     for (int i = 0; i < n8; i += 8)
         c += __builtin_popcount(_mm512_cmpge_epu64_mask(_mm512_loadu_si512(key + i), vt));
 #elif SEL_AVX2
-    /* key >= t iff not (t > key), compared signed with the sign bits flipped */
+    /* key >= t iff not (t > key), compared signed with the sign bits flipped;
+     * two counters (n8 is a multiple of 8), half the chain of one */
     const __m256i sign = _mm256_set1_epi64x((long long)(1ull << 63));
-    __m256i vt = _mm256_xor_si256(_mm256_set1_epi64x((long long)t), sign), lt = _mm256_setzero_si256();
-    for (int i = 0; i < n8; i += 4)
+    __m256i vt = _mm256_xor_si256(_mm256_set1_epi64x((long long)t), sign), lt = _mm256_setzero_si256(), lt1 = lt;
+    for (int i = 0; i < n8; i += 8) {
         lt = _mm256_sub_epi64(lt, _mm256_cmpgt_epi64(vt, _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(key + i)), sign)));
+        lt1 = _mm256_sub_epi64(lt1, _mm256_cmpgt_epi64(vt, _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(key + i + 4)), sign)));
+    }
+    lt = _mm256_add_epi64(lt, lt1);
     __m128i h = _mm_add_epi64(_mm256_castsi256_si128(lt), _mm256_extracti128_si256(lt, 1));
     c = n8 - (int)(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1));
 #else
@@ -1516,9 +1520,10 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
              * dependency chain through every page (a sequential sum was
              * ~0.5 us of a ~6 us select here). A pass of its own, over x
              * in L1: inside the exp loop, whose ~60-cycle chains keep the
-             * out-of-order window full, its conversions and adds cost ~0.8K
-             * cycles per select of 3 x 483 pages, here ~0.2K (the same
-             * adds in the same order; PERFORMANCE.md, "Zen 3 again") */
+             * out-of-order window full, its conversions and adds cost ~0.95K
+             * TSC cycles for 3 x 483 pages in a standalone copy on Zen 3,
+             * here ~0.4K (the same adds in the same order; PERFORMANCE.md,
+             * "Zen 3 again") */
             __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
             for (P = 0; P + 8 <= np - 1; P += 8) {
                 __m256 v = _mm256_loadu_ps(x + P);
