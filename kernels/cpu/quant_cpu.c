@@ -1677,7 +1677,7 @@ static void x24_init(xctx *c, int8_t *xl, float *xsc, int32_t *xls) {
  * vpmaddubsw products first and adds them up as a tree at the end, which
  * needs more than the 16 ymm registers: of rows_r16's ~280 stack accesses
  * most were those products spilled and reloaded, and the Q4_1 kernel took
- * ~1.5x the time (PERFORMANCE.md, "Zen 3 again"). The sums are exact
+ * 1.3-1.5x the time (PERFORMANCE.md, "Zen 3 again"). The sums are exact
  * integers either way, so y does not change. */
 #define KEEP_ORDER(v) __asm__("" : "+x"(v))
 
