@@ -858,8 +858,7 @@ static void dec_run(int H, int G, const float *q, const kb_kvstream *s, const in
                 L += w * pp[G + g];
                 simd_axpy(o, w, pp + 2 * G + (size_t)g * D, D);
             }
-            float inv = 1.0f / L;
-            for (int d = 0; d < D; d++) o[d] *= inv;
+            simd_scale(o, 1.0f / L, D);
         }
         c += hc;
     }
@@ -960,10 +959,7 @@ void kb_cpu_attn_causal(const float *Q, int nq, int ldq, int G, const kb_kvstrea
                         for (int j = 0; j < vis; j++) sum += srow[j];
                         l[g * PF_BQ + i] = l[g * PF_BQ + i] * corr + sum;
                         m[g * PF_BQ + i] = mx;
-                        if (corr != 1.0f) {
-                            float *a = ag + (size_t)i * D;
-                            for (int d = 0; d < D; d++) a[d] *= corr;
-                        }
+                        if (corr != 1.0f) simd_scale(ag + (size_t)i * D, corr, D);
                     }
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bq, D, bk, 1.0f, Sg,
                                 PF_BK, Vt, D, 1.0f, ag, D);
