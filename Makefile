@@ -10,7 +10,8 @@
 #   fuzz           run every fuzz target for a bounded time (clang libFuzzer)
 #   clean
 # Variables: BUILD (output dir), OPT (optimisation flags), WERROR=1 (CI), CC,
-# JOBS (parallel compile jobs of test / sanitize; default: the machine's cores).
+# JOBS (parallel compile jobs of test / sanitize; default: the machine's cores);
+# environment: TEST_JOBS (tests run at once by tests/run.sh; default: the cores).
 
 BUILD  ?= build
 CC     ?= gcc

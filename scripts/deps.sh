@@ -2,7 +2,7 @@
 # Installs what kvbench needs on a fresh Debian machine: Debian packages with
 # apt-get (only when run as root and something is missing) and the Python
 # packages the tests use as independent references (numpy, gguf, tokenizers,
-# rouge, regex, pytest, rouge_score, nltk). Idempotent: does nothing when all is present.
+# rouge, regex, pytest, pytest-xdist, rouge_score, nltk). Idempotent: does nothing when all is present.
 set -euo pipefail
 
 # header-or-command  package
@@ -50,6 +50,7 @@ python3 -c 'import tokenizers' 2>/dev/null || py_missing+=(tokenizers)
 python3 -c 'import rouge' 2>/dev/null || py_missing+=("rouge==1.0.1")
 python3 -c 'import regex' 2>/dev/null || py_missing+=(regex)
 python3 -c 'import pytest' 2>/dev/null || py_missing+=(pytest)
+python3 -c 'import xdist' 2>/dev/null || py_missing+=(pytest-xdist)  # tests/run.sh: one worker per core
 python3 -c 'import rouge_score' 2>/dev/null || py_missing+=(rouge_score)  # metric reference (ROUGE-Lsum)
 python3 -c 'import nltk' 2>/dev/null || py_missing+=(nltk)  # metric reference (BLEU)
 python3 -c 'import jinja2' 2>/dev/null || py_missing+=(jinja2)  # chat template reference

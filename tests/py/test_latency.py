@@ -164,7 +164,9 @@ def test_bench_methods_rounds(kvbench_bin, tmp_path):
     # attn_bw_fraction: the median over rounds of each round's attention K/V
     # rate over the bandwidth measured before that round (recomputed from the
     # lines: attention to 6 decimals of a ms, bandwidth to 2 decimals of ~30
-    # GB/s, so 2e-3 relative covers the printing), not the ratio of medians
+    # GB/s, so 2e-3 relative covers the printing; the column itself has 4
+    # decimals, +-5e-5, 0.3% of this context's ~0.016, so abs=6e-5 as well:
+    # that rounding and the lines'), not the ratio of medians
     att = {}
     for m in re.finditer(r"context 300 round (\d): (\w+)(?:/64)? decode [\d.]+ ms/token, attention ([\d.]+) "
                          r"ms/token \(read bandwidth ([\d.]+) GB/s\)", p3.stderr):
@@ -173,7 +175,7 @@ def test_bench_methods_rounds(kvbench_bin, tmp_path):
     for label, r in three.items():
         kv = float(r["kv_bytes_read_per_step"])
         fr = sorted(kv / (a * 1e6) / bw for a, bw in att[label])
-        assert float(r["attn_bw_fraction"]) == pytest.approx(fr[1], rel=2e-3)
+        assert float(r["attn_bw_fraction"]) == pytest.approx(fr[1], rel=2e-3, abs=6e-5)
     assert float(three["full"]["speedup_vs_full"]) == 1.0
     assert json.loads((tmp_path / "r3" / "run.json").read_text())["rounds"] == 3
 
@@ -220,7 +222,7 @@ def test_bench_methods_one_writer(kvbench_bin, tmp_path):
     import time
     out = tmp_path / "o"
     args = ["-m", "synthetic:smollm2-135m", "--methods", "full,rocketkv", "--budgets", "64",
-            "--contexts", "512,1024,2048", "--decode-tokens", "16", "--reps", "3", "--out", out]
+            "--contexts", "512,1024", "--decode-tokens", "8", "--reps", "2", "--out", out]
     p = subprocess.Popen([kvbench_bin, "bench", "methods", *map(str, args)],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
@@ -232,7 +234,7 @@ def test_bench_methods_one_writer(kvbench_bin, tmp_path):
     assert r.returncode == 2 and "another kvbench process is writing this directory" in r.stderr, \
         (r.returncode, r.stderr)
     assert running, "the second run must land while the first runs (make it longer)"
-    assert {row["context"] for row in read(out / "latency.csv")} == {"512", "1024", "2048"}
+    assert {row["context"] for row in read(out / "latency.csv")} == {"512", "1024"}
 
 
 def test_sweep_latency_part(kvbench_bin, tiny_llama, tmp_path):

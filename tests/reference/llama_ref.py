@@ -79,22 +79,26 @@ class LlamaRef:
         """Causal softmax attention [n, Hq, D] of q [n, Hq, D] over k, v [n, Hkv, D].
         Query rows go in blocks: a block of rows [i0, i1) scores only the keys
         [0, i1) (those past row i masked to -inf), so the masked upper triangle,
-        whose weights are exactly 0, is mostly never computed."""
+        whose weights are exactly 0, is mostly never computed. The G query
+        heads of a KV head (hq // G == kh) are scored in one product."""
         n, Hq, D = q.shape
         att = np.empty((n, Hq, D))
         for i0 in range(0, n, block):
             i1 = min(n, i0 + block)
-            mask = np.triu(np.full((i1 - i0, i1), -np.inf), i0 + 1)
-            for hq in range(Hq):
-                kh = hq // G
-                s = q[i0:i1, hq, :] @ k[:i1, kh, :].T / np.sqrt(D) + mask
-                s = np.exp(s - s.max(axis=1, keepdims=True))
-                s /= s.sum(axis=1, keepdims=True)
-                att[i0:i1, hq, :] = s @ v[:i1, kh, :]
+            mask = np.triu(np.full((i1 - i0, i1), -np.inf), i0 + 1)[:, None, :]
+            for kh in range(Hq // G):
+                heads = slice(kh * G, (kh + 1) * G)
+                qg = q[i0:i1, heads, :].reshape((i1 - i0) * G, D)
+                s = (qg @ k[:i1, kh, :].T).reshape(i1 - i0, G, i1) / np.sqrt(D) + mask
+                s = np.exp(s - s.max(axis=2, keepdims=True))
+                s /= s.sum(axis=2, keepdims=True)
+                att[i0:i1, heads, :] = (s.reshape((i1 - i0) * G, i1) @ v[:i1, kh, :]).reshape(i1 - i0, G, D)
         return att
 
-    def forward(self, tokens, kv_dtype="f16"):
-        """Logits [n, vocab] of every position of `tokens` (causal, from position 0)."""
+    def forward(self, tokens, kv_dtype="f16", rows=None):
+        """Logits [n, vocab] of every position of `tokens` (causal, from position 0);
+        with `rows`, only those positions' logits [len(rows), vocab] (the output
+        matrix's product is then len(rows) rows, not n: for long prompts)."""
         tokens = np.asarray(tokens, dtype=np.int64)
         n = len(tokens)
         pos = np.arange(n)
@@ -117,6 +121,8 @@ class LlamaRef:
             g = h @ self.W(b + "ffn_gate.weight").T
             u = h @ self.W(b + "ffn_up.weight").T
             x = x + (g / (1.0 + np.exp(-g)) * u) @ self.W(b + "ffn_down.weight").T
+        if rows is not None:
+            x = x[np.asarray(rows, dtype=np.int64)]
         h = self.rmsnorm(x, self.W("output_norm.weight"))
         out = self.W("token_embd.weight" if self.tied else "output.weight")
         return h @ out.T
