@@ -11,7 +11,7 @@
 #   clean
 # Variables: BUILD (output dir), OPT (optimisation flags), WERROR=1 (CI), CC,
 # JOBS (parallel compile jobs of test / sanitize; default: the machine's cores);
-# environment: TEST_JOBS (tests run at once by tests/run.sh; default: the cores).
+# environment: TEST_JOBS (tests run at once by tests/run.sh; default: the cores, at most 4).
 
 BUILD  ?= build
 CC     ?= gcc

@@ -2,10 +2,12 @@
 # Runs every unit test binary in $1/tests and the Python tests in tests/py.
 # Environment for the tests: KVBENCH_BIN (the binary), KVBENCH_MODEL_FILE
 # (the default model, when present), KVBENCH_BUILD.
-# TEST_JOBS (default: the machine's cores): how many unit test binaries, and
-# how many pytest-xdist workers, run at once. On the 2-core VMs the two halves
-# of CI took 16-17 minutes one test at a time; most of that was one core
-# waiting for the other (a numpy reference, a long unit test).
+# TEST_JOBS (default: the machine's cores, at most 4): how many unit test
+# binaries, and how many pytest-xdist workers, run at once. On the 2-core VMs
+# the two halves of CI took 16-17 minutes one test at a time; most of that was
+# one core waiting for the other (a numpy reference, a long unit test). The cap:
+# each kvbench a test starts runs a pool of one thread per core, so many
+# workers on a large machine would mostly oversubscribe it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -13,7 +15,8 @@ export KVBENCH_BUILD=$build
 export KVBENCH_BIN=$PWD/$build/kvbench
 model=models/SmolLM2-135M-Instruct.Q4_1.gguf
 [[ -f $model ]] && export KVBENCH_MODEL_FILE=$PWD/$model
-jobs=${TEST_JOBS:-$(nproc 2>/dev/null || echo 2)}
+cores=$(nproc 2>/dev/null || echo 2)
+jobs=${TEST_JOBS:-$((cores > 4 ? 4 : cores))}
 [[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "tests: TEST_JOBS must be a positive integer, got '$jobs'" >&2; exit 2; }
 fail=0
 start=$(date +%s)
