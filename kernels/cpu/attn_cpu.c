@@ -3,7 +3,8 @@
  * Decode (kb_cpu_attn_dense, _heads, gathered rows, qk_scores): memory-bound.
  * K and V are each read once, in blocks of 16 rows: a block's K rows are
  * converted to f32 once (F16C) and shared by the G query heads of the group,
- * each head's 16 scores reduced in registers as the rows come (block_dots).
+ * each head's 16 scores reduced in registers as the rows come (block_dots;
+ * block_scores on the AVX2 path).
  * Attention (attn16) takes a block's scores, its softmax (an online softmax:
  * a running max per head, the sum and accumulator rescaled when it rises),
  * then its V rows, so the K and V streams alternate every 16 rows. Rows a
@@ -359,9 +360,10 @@ static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const 
  * A block: its scores, its max and weights, then its V rows accumulated in
  * column strips of acc held in registers across the rows.
  * The software prefetch (DEC_PF_ROWS2 rows ahead in each stream; 4 KiB
- * before, see below) is spread over the row loops, one K row per row
- * scored and one V row per row of the first V strip (dec_pf), instead of
- * a whole block's K and V lines in a burst at the block's start: on the
+ * before, see below) is spread over the K row loop, the K and the V row
+ * ahead of each row scored (dec_pf; until 2026-12 the V row was prefetched
+ * in the first V strip's loop, one test more a row), instead of a whole
+ * block's K and V lines in a burst at the block's start: on the
  * loaded 2-core Zen 3 VM, single thread, 8 layers of 3 x 8192 f16 rows
  * (D 64, G 3, 50 MB: from memory), CPU time per layer 1.15 -> 0.97 ms
  * median of 6 alternated runs (best of 20 each); 8 and 16 KiB of distance
@@ -384,6 +386,7 @@ static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const 
 #define DEC_PF_ROWS2_L2 32
 #endif
 #define KB_ATTN_BLOCKED 1
+#define DEC_DENSE_SPLIT 1 /* ROWS_SPEC: dense rows in their own copy (blk_row) */
 
 /* 8 elements of a K/V row at p as f32. */
 static ALWAYS_INLINE __m256 ld8(const kb_dtype dt, const void *p) {
@@ -401,15 +404,19 @@ static ALWAYS_INLINE __m256 ld8(const kb_dtype dt, const void *p) {
  * reduction (halves, then movehl, then movehdup), the same tree in every
  * lane. */
 static ALWAYS_INLINE __m256 hsum8x8(const __m256 *v) {
-    __m256 a[4], b[2];
-    for (int i = 0; i < 4; i++) /* lo: row i, hi: row i + 4; lane k: s[k] + s[k + 4] */
-        a[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[i], v[i + 4], 0x20),
-                             _mm256_permute2f128_ps(v[i], v[i + 4], 0x31));
-    for (int i = 0; i < 2; i++) /* rows 2i, 2i+1 (+4): (a0 + a2), (a1 + a3) */
-        b[i] = _mm256_add_ps(_mm256_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                             _mm256_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    return _mm256_add_ps(_mm256_shuffle_ps(b[0], b[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm256_shuffle_ps(b[0], b[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    /* (named temporaries, not arrays: GCC 12 kept arrays a[4], b[2] on the
+     * stack and ran their loops, ~24 instructions a row on top) */
+#define H8_LO_HI(i) _mm256_add_ps(_mm256_permute2f128_ps(v[i], v[i + 4], 0x20), _mm256_permute2f128_ps(v[i], v[i + 4], 0x31))
+    /* lo: row i, hi: row i + 4; lane k: s[k] + s[k + 4] */
+    const __m256 a0 = H8_LO_HI(0), a1 = H8_LO_HI(1), a2 = H8_LO_HI(2), a3 = H8_LO_HI(3);
+#undef H8_LO_HI
+    /* rows 2i, 2i+1 (+4): (a0 + a2), (a1 + a3) */
+    const __m256 b0 = _mm256_add_ps(_mm256_shuffle_ps(a0, a1, _MM_SHUFFLE(1, 0, 1, 0)),
+                                    _mm256_shuffle_ps(a0, a1, _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m256 b1 = _mm256_add_ps(_mm256_shuffle_ps(a2, a3, _MM_SHUFFLE(1, 0, 1, 0)),
+                                    _mm256_shuffle_ps(a2, a3, _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm256_add_ps(_mm256_shuffle_ps(b0, b1, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm256_shuffle_ps(b0, b1, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
 /* Row krow as f32 (two vectors at a time) and each head's simd_dot
@@ -441,12 +448,13 @@ static ALWAYS_INLINE void row_dots(const int G, const int DV, const kb_dtype dt,
     }
 }
 
-/* Software prefetch of one stream, spread over the row loops that read
- * the block: row j + r of base (through idx) when below lim, at the r-th
- * row processed (a burst of a whole block's prefetches at the block's
- * start measured slower on Zen 3: the misses queue behind each other). */
+/* Software prefetch, spread over the K row loop that reads a block: at the
+ * r-th row, row j + r of K and of V (through idx) when below lim (a burst of
+ * a whole block's prefetches at the block's start measured slower on Zen 3:
+ * the misses queue behind each other). V's rows are prefetched with K's, so
+ * that the V loop's strips (block_vacc) carry no prefetch and no test. */
 typedef struct dec_pf {
-    const char *base;
+    const char *K, *V; /* V NULL: K only (qk_scores) */
     const int32_t *idx;
     int j, lim;
     size_t rb;
@@ -455,19 +463,36 @@ typedef struct dec_pf {
 
 static ALWAYS_INLINE void pf_row(const dec_pf *p, int r) {
     int jp = p->j + r;
-    if (jp < p->lim) prefetch_row(p->base, NULL, (size_t)(p->idx ? p->idx[jp] : jp), p->rb, p->l2);
+    if (jp < p->lim) prefetch_row(p->K, p->V, (size_t)(p->idx ? p->idx[jp] : jp), p->rb, p->l2);
 }
 
-/* The block of rows rows[0..nr) (nr <= 16): each head's 16 scores to
- * x[g][0..16) (lanes past nr repeat the last row). */
+/* Row r of a block: rows[r] for gathered rows, base + r * rb for dense ones
+ * (rows NULL). Every blocked kernel is instantiated with idx NULL for dense
+ * rows (ROWS_SPEC), so rows is a compile-time NULL there and the dense code
+ * addresses its rows directly: no pointer array written and read back (~11
+ * instructions a row, and a load before each strip's V row in block_vacc). */
+static ALWAYS_INLINE const char *blk_row(const char *base, const char *const *rows, int r, size_t rb) {
+    return rows ? rows[r] : base + (size_t)r * rb;
+}
+
+/* The block of rows r < nr (nr <= 16; blk_row of kb, krows): each head's
+ * 16 scores to x[g][0..16) (lanes past nr repeat the last row). */
 static ALWAYS_INLINE void block_scores(const int G, const int DV, const kb_dtype dt, const float *qs,
-                                       const char *const *krows, int nr, float (*x)[16], const dec_pf *pk) {
+                                       const char *kb, const char *const *krows, int nr, float (*x)[16],
+                                       const dec_pf *pf) {
     float dbuf[GMAX_V][16][8] __attribute__((aligned(32)));
+    const size_t rb = (size_t)DV * 16 * (dt == KB_F32 ? 4 : 2);
     if (G < 1 || G > GMAX_V || DV < 1 || DV > DMAX_V) __builtin_unreachable(); /* rows_run's condition */
-    for (int r = 0; r < 16; r++) {
-        if (r < nr) pf_row(pk, r);
-        row_dots(G, DV, dt, qs, krows[r < nr ? r : nr - 1], dbuf, r);
-    }
+    if (nr == 16) /* (the usual block, in a copy without the clamps) */
+        for (int r = 0; r < 16; r++) {
+            pf_row(pf, r);
+            row_dots(G, DV, dt, qs, blk_row(kb, krows, r, rb), dbuf, r);
+        }
+    else
+        for (int r = 0; r < 16; r++) {
+            if (r < nr) pf_row(pf, r);
+            row_dots(G, DV, dt, qs, blk_row(kb, krows, r < nr ? r : nr - 1, rb), dbuf, r);
+        }
 #pragma GCC unroll 8
     for (int g = 0; g < G; g++) {
         __m256 d[8];
@@ -480,19 +505,16 @@ static ALWAYS_INLINE void block_scores(const int G, const int DV, const kb_dtype
     }
 }
 
-/* Row pointers of the block at j (through idx when given). Its callers
- * prefetch the rows pf ahead through dec_pf (dense rows past the chunk too,
- * up to the stream's end: the next chunk is usually this thread's,
- * dec_span). */
-static ALWAYS_INLINE int block_rows(const char *K, const char *V, size_t rb, const int32_t *idx, int j, int j1,
-                                    const char **krows, const char **vrows) {
-    int nr = KB_MIN(16, j1 - j);
+/* Row pointers of the gathered block at j (idx). Its callers prefetch the
+ * rows pf ahead through dec_pf (dense rows past the chunk too, up to the
+ * stream's end: the next chunk is usually this thread's, dec_span). */
+static ALWAYS_INLINE void block_rows(const char *K, const char *V, size_t rb, const int32_t *idx, int j, int nr,
+                                     const char **krows, const char **vrows) {
     for (int r = 0; r < nr; r++) {
-        size_t row = (size_t)(idx ? idx[j + r] : j + r);
+        size_t row = (size_t)idx[j + r];
         krows[r] = K + row * rb;
         if (vrows) vrows[r] = V + row * rb;
     }
-    return nr;
 }
 
 /* Scores of one chunk (qk_scores): rows r(j), j in [j0, j1), to
@@ -507,11 +529,15 @@ static ALWAYS_INLINE void scores16(const int FX, const int G, const int DV, cons
     const int lim = idx ? j1 : s->n;
     for (int jj = j0; jj < KB_MIN(j0 + pf, lim); jj++) prefetch_row(K, NULL, (size_t)(idx ? idx[jj] : jj), rb, l2);
     for (int j = j0; j < j1; j += 16) {
-        const char *krows[16];
+        const char *kr[16], *const *krows = NULL;
         float x[GMAX_V][16] __attribute__((aligned(32)));
-        int nr = block_rows(K, NULL, rb, idx, j, j1, krows, NULL);
-        const dec_pf pk = {K, idx, j + pf, lim, rb, l2};
-        block_scores(G, DV, dt, qs, krows, nr, x, &pk);
+        int nr = KB_MIN(16, j1 - j);
+        if (idx) {
+            block_rows(K, NULL, rb, idx, j, nr, kr, NULL);
+            krows = kr;
+        }
+        const dec_pf pk = {K, NULL, idx, j + pf, lim, rb, l2};
+        block_scores(G, DV, dt, qs, K + (size_t)j * rb, krows, nr, x, &pk);
 #pragma GCC unroll 8
         for (int g = 0; g < G; g++) {
             float *o = sc_out + (size_t)g * ldo + j;
@@ -526,11 +552,12 @@ static ALWAYS_INLINE void scores16(const int FX, const int G, const int DV, cons
 
 /* acc[g][c*8 .. (c+CW)*8) = acc * cr[g] (only when RESC: some head's max
  * rose in the block; cr[g] = 1 for the others, an exact product) + the
- * block's rows, acc += w * v by FMA in row order. */
+ * block's rows r < nr (blk_row of vb, vrows), acc += w * v by FMA in row
+ * order. */
 static ALWAYS_INLINE void block_vacc(const int G, const int DV, const kb_dtype dt, const int CW, const int RESC,
-                                     const char *const *vrows, int nr, const float (*w)[16],
-                                     const float *cr, float *acc, const dec_pf *pv) {
-    const size_t esz = dt == KB_F32 ? 4 : 2;
+                                     const char *vb, const char *const *vrows, int nr, const float (*w)[16],
+                                     const float *cr, float *acc) {
+    const size_t esz = dt == KB_F32 ? 4 : 2, rb = (size_t)DV * 16 * esz;
     const int D = 16 * DV;
     for (int c = 0; c < 2 * DV; c += CW) {
         __m256 a[GMAX_V][8] = {{{0}}};
@@ -545,7 +572,7 @@ static ALWAYS_INLINE void block_vacc(const int G, const int DV, const kb_dtype d
          * medians within noise) */
 #pragma GCC unroll 4
         for (int r = 0; r < nr; r++) {
-            if (c == 0) pf_row(pv, r);
+            const char *vrow = blk_row(vb, vrows, r, rb);
             if (G <= 3) {
                 /* one V vector at a time against the G weights: G * CW
                  * accumulators + G weights + 1 in the 16 registers */
@@ -554,7 +581,7 @@ static ALWAYS_INLINE void block_vacc(const int G, const int DV, const kb_dtype d
                 for (int g = 0; g < G; g++) wb[g] = _mm256_broadcast_ss(&w[g][r]);
 #pragma GCC unroll 8
                 for (int u = 0; u < CW; u++) {
-                    __m256 v = ld8(dt, vrows[r] + (size_t)8 * (c + u) * esz);
+                    __m256 v = ld8(dt, vrow + (size_t)8 * (c + u) * esz);
 #pragma GCC unroll 8
                     for (int g = 0; g < G; g++) a[g][u] = _mm256_fmadd_ps(wb[g], v, a[g][u]);
                 }
@@ -563,7 +590,7 @@ static ALWAYS_INLINE void block_vacc(const int G, const int DV, const kb_dtype d
                  * faster for G = 4, D = 128 than the order above) */
                 __m256 v[8] = {0};
 #pragma GCC unroll 8
-                for (int u = 0; u < CW; u++) v[u] = ld8(dt, vrows[r] + (size_t)8 * (c + u) * esz);
+                for (int u = 0; u < CW; u++) v[u] = ld8(dt, vrow + (size_t)8 * (c + u) * esz);
 #pragma GCC unroll 8
                 for (int g = 0; g < G; g++) {
                     __m256 wb = _mm256_broadcast_ss(&w[g][r]);
@@ -604,14 +631,19 @@ static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const 
     }
     for (int jj = j0; jj < KB_MIN(j0 + pf, lim); jj++) prefetch_row(K, V, (size_t)(idx ? idx[jj] : jj), rb, l2);
     for (int j = j0; j < j1; j += 16) {
-        const char *krows[16], *vrows[16];
+        const char *kr[16], *vr[16], *const *krows = NULL, *const *vrows = NULL;
         float x[GMAX_V][16] __attribute__((aligned(32)));
         float w[GMAX_V][16] __attribute__((aligned(32)));
         float cr[GMAX_V];
         int any = 0;
-        int nr = block_rows(K, V, rb, idx, j, j1, krows, vrows);
-        const dec_pf pk = {K, idx, j + pf, lim, rb, l2}, pv = {V, idx, j + pf, lim, rb, l2};
-        block_scores(G, DV, dt, qs, krows, nr, x, &pk);
+        int nr = KB_MIN(16, j1 - j);
+        if (idx) {
+            block_rows(K, V, rb, idx, j, nr, kr, vr);
+            krows = kr;
+            vrows = vr;
+        }
+        const dec_pf pkv = {K, V, idx, j + pf, lim, rb, l2};
+        block_scores(G, DV, dt, qs, K + (size_t)j * rb, krows, nr, x, &pkv);
         /* lanes < nr count in l (lanes past nr repeat the last row) */
         const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
         const __m256 in0 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(nr), lane));
@@ -644,8 +676,9 @@ static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const 
             u = _mm_add_ss(u, _mm_movehdup_ps(u));
             lsum[g] = l + _mm_cvtss_f32(u);
         }
-        if (any) block_vacc(G, DV, dt, CW, 1, vrows, nr, (const float(*)[16])w, cr, part->acc, &pv);
-        else block_vacc(G, DV, dt, CW, 0, vrows, nr, (const float(*)[16])w, cr, part->acc, &pv);
+        const char *vb = V + (size_t)j * rb;
+        if (any) block_vacc(G, DV, dt, CW, 1, vb, vrows, nr, (const float(*)[16])w, cr, part->acc);
+        else block_vacc(G, DV, dt, CW, 0, vb, vrows, nr, (const float(*)[16])w, cr, part->acc);
     }
 #pragma GCC unroll 8
     for (int g = 0; g < G; g++) {
@@ -662,12 +695,24 @@ static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const 
  * 8, D 64 / 128, every KV dtype), a run-time fallback for the rest. */
 typedef void (*rows_fn)(const float *, const kb_kvstream *, const int32_t *, int, int, dec_part *,
                         float *, int);
+#if defined(DEC_DENSE_SPLIT)
+/* (dense rows, idx NULL, in their own copy: blk_row) */
+#define ROWS_SPEC(G, DV, DT, NAME)                                                              \
+    static void NAME(const float *qs, const kb_kvstream *s, const int32_t *idx, int j0, int j1,  \
+                     dec_part *part, float *sc, int ldo) {                                       \
+        if (part && idx) attn16(1, G, DV, DT, qs, s, idx, j0, j1, part);                        \
+        else if (part) attn16(1, G, DV, DT, qs, s, NULL, j0, j1, part);                         \
+        else if (idx) scores16(1, G, DV, DT, qs, s, idx, j0, j1, sc, ldo);                      \
+        else scores16(1, G, DV, DT, qs, s, NULL, j0, j1, sc, ldo);                              \
+    }
+#else
 #define ROWS_SPEC(G, DV, DT, NAME)                                                              \
     static void NAME(const float *qs, const kb_kvstream *s, const int32_t *idx, int j0, int j1,  \
                      dec_part *part, float *sc, int ldo) {                                       \
         if (part) attn16(1, G, DV, DT, qs, s, idx, j0, j1, part);                               \
         else scores16(1, G, DV, DT, qs, s, idx, j0, j1, sc, ldo);                               \
     }
+#endif
 #define ROWS_G(DV, DT, T)                                                                      \
     ROWS_SPEC(1, DV, DT, rows_##T##_##DV##_1) ROWS_SPEC(2, DV, DT, rows_##T##_##DV##_2)          \
     ROWS_SPEC(3, DV, DT, rows_##T##_##DV##_3) ROWS_SPEC(4, DV, DT, rows_##T##_##DV##_4)          \
