@@ -386,7 +386,7 @@ static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const 
 #define DEC_PF_ROWS2_L2 32
 #endif
 #define KB_ATTN_BLOCKED 1
-#define DEC_DENSE_SPLIT 1 /* ROWS_SPEC: dense rows in their own copy (blk_row) */
+#define DEC_DENSE_SPLIT 1 /* ROWS_SPEC: f16 dense rows in their own copy (blk_row) */
 
 /* 8 elements of a K/V row at p as f32. */
 static ALWAYS_INLINE __m256 ld8(const kb_dtype dt, const void *p) {
@@ -483,7 +483,7 @@ static ALWAYS_INLINE void block_scores(const int G, const int DV, const kb_dtype
     float dbuf[GMAX_V][16][8] __attribute__((aligned(32)));
     const size_t rb = (size_t)DV * 16 * (dt == KB_F32 ? 4 : 2);
     if (G < 1 || G > GMAX_V || DV < 1 || DV > DMAX_V) __builtin_unreachable(); /* rows_run's condition */
-    if (nr == 16) /* (the usual block, in a copy without the clamps) */
+    if (nr == 16 && !krows) /* (the usual dense block, in a copy without the clamps) */
         for (int r = 0; r < 16; r++) {
             pf_row(pf, r);
             row_dots(G, DV, dt, qs, blk_row(kb, krows, r, rb), dbuf, r);
@@ -696,14 +696,20 @@ static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const 
 typedef void (*rows_fn)(const float *, const kb_kvstream *, const int32_t *, int, int, dec_part *,
                         float *, int);
 #if defined(DEC_DENSE_SPLIT)
-/* (dense rows, idx NULL, in their own copy: blk_row) */
+/* (f16 dense rows, idx NULL, in their own copy: blk_row addresses them
+ * directly. f16 only: it is the KV cache's default dtype (config kv_dtype)
+ * and the one every speed table uses; a second copy for bf16 and f32 too
+ * doubled the file's compile time, ~+45 s of the sanitizer build, for
+ * dtypes that `replay` and opt-in configs use. Their dense rows take the
+ * shared copy, blk_row's test at run time: the same values.) */
 #define ROWS_SPEC(G, DV, DT, NAME)                                                              \
     static void NAME(const float *qs, const kb_kvstream *s, const int32_t *idx, int j0, int j1,  \
                      dec_part *part, float *sc, int ldo) {                                       \
-        if (part && idx) attn16(1, G, DV, DT, qs, s, idx, j0, j1, part);                        \
-        else if (part) attn16(1, G, DV, DT, qs, s, NULL, j0, j1, part);                         \
-        else if (idx) scores16(1, G, DV, DT, qs, s, idx, j0, j1, sc, ldo);                      \
-        else scores16(1, G, DV, DT, qs, s, NULL, j0, j1, sc, ldo);                              \
+        if (DT == KB_F16 && !idx) {                                                              \
+            if (part) attn16(1, G, DV, DT, qs, s, NULL, j0, j1, part);                          \
+            else scores16(1, G, DV, DT, qs, s, NULL, j0, j1, sc, ldo);                          \
+        } else if (part) attn16(1, G, DV, DT, qs, s, idx, j0, j1, part);                        \
+        else scores16(1, G, DV, DT, qs, s, idx, j0, j1, sc, ldo);                               \
     }
 #else
 #define ROWS_SPEC(G, DV, DT, NAME)                                                              \
