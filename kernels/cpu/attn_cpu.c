@@ -106,6 +106,7 @@ static ALWAYS_INLINE __m512 ld16(const kb_dtype dt, const void *p) {
 }
 
 #define KB_ATTN_BLOCKED 1
+#define DEC_DENSE_F16 0 /* ROWS_SPEC: one copy for dense and gathered rows */
 #define DMAX_V 16 /* fast path: D <= 256 */
 #define GMAX_V 8  /* fast path: G <= 8 */
 
@@ -361,9 +362,9 @@ static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const 
  * column strips of acc held in registers across the rows.
  * The software prefetch (DEC_PF_ROWS2 rows ahead in each stream; 4 KiB
  * before, see below) is spread over the K row loop, the K and the V row
- * ahead of each row scored (dec_pf; until 2026-12 the V row was prefetched
- * in the first V strip's loop, one test more a row), instead of a whole
- * block's K and V lines in a burst at the block's start: on the
+ * ahead of each row scored (dec_pf; not in the V strips' loop, which then
+ * carries no test), instead of a whole block's K and V lines in a burst at
+ * the block's start: on the
  * loaded 2-core Zen 3 VM, single thread, 8 layers of 3 x 8192 f16 rows
  * (D 64, G 3, 50 MB: from memory), CPU time per layer 1.15 -> 0.97 ms
  * median of 6 alternated runs (best of 20 each); 8 and 16 KiB of distance
@@ -386,7 +387,7 @@ static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const 
 #define DEC_PF_ROWS2_L2 32
 #endif
 #define KB_ATTN_BLOCKED 1
-#define DEC_DENSE_SPLIT 1 /* ROWS_SPEC: f16 dense rows in their own copy (blk_row) */
+#define DEC_DENSE_F16 1 /* ROWS_SPEC: f16 dense rows in their own copy (blk_row) */
 
 /* 8 elements of a K/V row at p as f32. */
 static ALWAYS_INLINE __m256 ld8(const kb_dtype dt, const void *p) {
@@ -405,7 +406,7 @@ static ALWAYS_INLINE __m256 ld8(const kb_dtype dt, const void *p) {
  * lane. */
 static ALWAYS_INLINE __m256 hsum8x8(const __m256 *v) {
     /* (named temporaries, not arrays: GCC 12 kept arrays a[4], b[2] on the
-     * stack and ran their loops, ~24 instructions a row on top) */
+     * stack and ran their loops, ~15 instructions a row on top) */
 #define H8_LO_HI(i) _mm256_add_ps(_mm256_permute2f128_ps(v[i], v[i + 4], 0x20), _mm256_permute2f128_ps(v[i], v[i + 4], 0x31))
     /* lo: row i, hi: row i + 4; lane k: s[k] + s[k + 4] */
     const __m256 a0 = H8_LO_HI(0), a1 = H8_LO_HI(1), a2 = H8_LO_HI(2), a3 = H8_LO_HI(3);
@@ -467,21 +468,20 @@ static ALWAYS_INLINE void pf_row(const dec_pf *p, int r) {
 }
 
 /* Row r of a block: rows[r] for gathered rows, base + r * rb for dense ones
- * (rows NULL). Every blocked kernel is instantiated with idx NULL for dense
- * rows (ROWS_SPEC), so rows is a compile-time NULL there and the dense code
- * addresses its rows directly: no pointer array written and read back (~11
- * instructions a row, and a load before each strip's V row in block_vacc). */
+ * (rows NULL). ROWS_SPEC instantiates the kernels for f16 dense rows with
+ * idx NULL, so rows is a compile-time NULL there and the code addresses its
+ * rows directly: no pointer array written and read back (~11 instructions a
+ * row, and a load before each strip's V row in block_vacc). */
 static ALWAYS_INLINE const char *blk_row(const char *base, const char *const *rows, int r, size_t rb) {
     return rows ? rows[r] : base + (size_t)r * rb;
 }
 
-/* The block of rows r < nr (nr <= 16; blk_row of kb, krows): each head's
- * 16 scores to x[g][0..16) (lanes past nr repeat the last row). */
+/* The block of rows r < nr (nr <= 16; blk_row of kb, krows, rb): each
+ * head's 16 scores to x[g][0..16) (lanes past nr repeat the last row). */
 static ALWAYS_INLINE void block_scores(const int G, const int DV, const kb_dtype dt, const float *qs,
-                                       const char *kb, const char *const *krows, int nr, float (*x)[16],
-                                       const dec_pf *pf) {
+                                       const char *kb, const char *const *krows, size_t rb, int nr,
+                                       float (*x)[16], const dec_pf *pf) {
     float dbuf[GMAX_V][16][8] __attribute__((aligned(32)));
-    const size_t rb = (size_t)DV * 16 * (dt == KB_F32 ? 4 : 2);
     if (G < 1 || G > GMAX_V || DV < 1 || DV > DMAX_V) __builtin_unreachable(); /* rows_run's condition */
     if (nr == 16 && !krows) /* (the usual dense block, in a copy without the clamps) */
         for (int r = 0; r < 16; r++) {
@@ -537,7 +537,7 @@ static ALWAYS_INLINE void scores16(const int FX, const int G, const int DV, cons
             krows = kr;
         }
         const dec_pf pk = {K, NULL, idx, j + pf, lim, rb, l2};
-        block_scores(G, DV, dt, qs, K + (size_t)j * rb, krows, nr, x, &pk);
+        block_scores(G, DV, dt, qs, K + (size_t)j * rb, krows, rb, nr, x, &pk);
 #pragma GCC unroll 8
         for (int g = 0; g < G; g++) {
             float *o = sc_out + (size_t)g * ldo + j;
@@ -552,12 +552,12 @@ static ALWAYS_INLINE void scores16(const int FX, const int G, const int DV, cons
 
 /* acc[g][c*8 .. (c+CW)*8) = acc * cr[g] (only when RESC: some head's max
  * rose in the block; cr[g] = 1 for the others, an exact product) + the
- * block's rows r < nr (blk_row of vb, vrows), acc += w * v by FMA in row
- * order. */
+ * block's rows r < nr (blk_row of vb, vrows, rb), acc += w * v by FMA in
+ * row order. */
 static ALWAYS_INLINE void block_vacc(const int G, const int DV, const kb_dtype dt, const int CW, const int RESC,
-                                     const char *vb, const char *const *vrows, int nr, const float (*w)[16],
-                                     const float *cr, float *acc) {
-    const size_t esz = dt == KB_F32 ? 4 : 2, rb = (size_t)DV * 16 * esz;
+                                     const char *vb, const char *const *vrows, size_t rb, int nr,
+                                     const float (*w)[16], const float *cr, float *acc) {
+    const size_t esz = dt == KB_F32 ? 4 : 2;
     const int D = 16 * DV;
     for (int c = 0; c < 2 * DV; c += CW) {
         __m256 a[GMAX_V][8] = {{{0}}};
@@ -643,7 +643,7 @@ static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const 
             vrows = vr;
         }
         const dec_pf pkv = {K, V, idx, j + pf, lim, rb, l2};
-        block_scores(G, DV, dt, qs, K + (size_t)j * rb, krows, nr, x, &pkv);
+        block_scores(G, DV, dt, qs, K + (size_t)j * rb, krows, rb, nr, x, &pkv);
         /* lanes < nr count in l (lanes past nr repeat the last row) */
         const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
         const __m256 in0 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(nr), lane));
@@ -677,8 +677,8 @@ static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const 
             lsum[g] = l + _mm_cvtss_f32(u);
         }
         const char *vb = V + (size_t)j * rb;
-        if (any) block_vacc(G, DV, dt, CW, 1, vb, vrows, nr, (const float(*)[16])w, cr, part->acc);
-        else block_vacc(G, DV, dt, CW, 0, vb, vrows, nr, (const float(*)[16])w, cr, part->acc);
+        if (any) block_vacc(G, DV, dt, CW, 1, vb, vrows, rb, nr, (const float(*)[16])w, cr, part->acc);
+        else block_vacc(G, DV, dt, CW, 0, vb, vrows, rb, nr, (const float(*)[16])w, cr, part->acc);
     }
 #pragma GCC unroll 8
     for (int g = 0; g < G; g++) {
@@ -695,30 +695,22 @@ static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const 
  * 8, D 64 / 128, every KV dtype), a run-time fallback for the rest. */
 typedef void (*rows_fn)(const float *, const kb_kvstream *, const int32_t *, int, int, dec_part *,
                         float *, int);
-#if defined(DEC_DENSE_SPLIT)
-/* (f16 dense rows, idx NULL, in their own copy: blk_row addresses them
- * directly. f16 only: it is the KV cache's default dtype (config kv_dtype)
- * and the one every speed table uses; a second copy for bf16 and f32 too
- * doubled the file's compile time, ~+45 s of the sanitizer build, for
- * dtypes that `replay` and opt-in configs use. Their dense rows take the
- * shared copy, blk_row's test at run time: the same values.) */
+/* (DEC_DENSE_F16: f16 dense rows, idx NULL, in their own copy, where
+ * blk_row addresses them directly. f16 only: it is the KV cache's default
+ * dtype (config kv_dtype) and the one every speed table uses; a second copy
+ * for bf16 and f32 too doubled the file's compile time, ~+45 s of the
+ * sanitizer build, for dtypes that `replay` and opt-in configs use. Their
+ * dense rows take the shared copy, blk_row's test at run time: the same
+ * values.) */
 #define ROWS_SPEC(G, DV, DT, NAME)                                                              \
     static void NAME(const float *qs, const kb_kvstream *s, const int32_t *idx, int j0, int j1,  \
                      dec_part *part, float *sc, int ldo) {                                       \
-        if (DT == KB_F16 && !idx) {                                                              \
+        if (DEC_DENSE_F16 && DT == KB_F16 && !idx) {                                             \
             if (part) attn16(1, G, DV, DT, qs, s, NULL, j0, j1, part);                          \
             else scores16(1, G, DV, DT, qs, s, NULL, j0, j1, sc, ldo);                          \
         } else if (part) attn16(1, G, DV, DT, qs, s, idx, j0, j1, part);                        \
         else scores16(1, G, DV, DT, qs, s, idx, j0, j1, sc, ldo);                               \
     }
-#else
-#define ROWS_SPEC(G, DV, DT, NAME)                                                              \
-    static void NAME(const float *qs, const kb_kvstream *s, const int32_t *idx, int j0, int j1,  \
-                     dec_part *part, float *sc, int ldo) {                                       \
-        if (part) attn16(1, G, DV, DT, qs, s, idx, j0, j1, part);                               \
-        else scores16(1, G, DV, DT, qs, s, idx, j0, j1, sc, ldo);                               \
-    }
-#endif
 #define ROWS_G(DV, DT, T)                                                                      \
     ROWS_SPEC(1, DV, DT, rows_##T##_##DV##_1) ROWS_SPEC(2, DV, DT, rows_##T##_##DV##_2)          \
     ROWS_SPEC(3, DV, DT, rows_##T##_##DV##_3) ROWS_SPEC(4, DV, DT, rows_##T##_##DV##_4)          \
