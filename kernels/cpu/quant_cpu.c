@@ -1613,7 +1613,11 @@ ROWS_AVX2(rows2_q8_0, A8_0)
  * than it even with KEEP_ORDER (below; 0.92x from L2, 0.96x for SmolLM2's
  * 30 MB output matrix from memory), so the loader leaves Q8_0 matrices in
  * GGUF's layout on these builds (kb_r16_regroups) and their numbers stay
- * exact's; this kernel serves R16 Q8_0 matrices made otherwise.
+ * exact's; this kernel serves R16 Q8_0 matrices made otherwise. (Also
+ * measured on Zen 3 and not kept: the bytes zero-extended to 16 bits and
+ * vpmaddwd against x's L0 + 256 L1 and L2 as 16-bit values, 4 multiplies
+ * per row-block instead of 6, was 1.2x slower than the exact kernel:
+ * PERFORMANCE.md, "Zen 3, 2026-12-04".)
  * 8 rows per vector, a group's two halves side by side. Measured (single
  * thread, 1536 x 576 Q4_1 from L2, 2-core Zen 3 VM, alternated): 3.2 ->
  * 2.1 ns per row-block against the exact AVX2 kernel; with KEEP_ORDER
