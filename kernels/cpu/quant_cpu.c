@@ -1621,7 +1621,10 @@ ROWS_AVX2(rows2_q8_0, A8_0)
  * 8 rows per vector, a group's two halves side by side. Measured (single
  * thread, 1536 x 576 Q4_1 from L2, 2-core Zen 3 VM, alternated): 3.2 ->
  * 2.1 ns per row-block against the exact AVX2 kernel; with KEEP_ORDER
- * 4.6 -> 3.0 TSC cycles (scripts/microbench/matvec_ab.sh). */
+ * 4.6 -> 3.0 TSC cycles (scripts/microbench/matvec_ab.sh).
+ * x24_init's loops over i and k are unrolled by pragma: otherwise GCC 12
+ * kept v, l, s and S on the stack, and the call took 5% (576 columns) to 28% (1,536)
+ * longer on Zen 3 (the same operations). */
 static void x24_init(xctx *c, int8_t *xl, float *xsc, int32_t *xls) {
     const int cols = c->cols;
     const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -1630,6 +1633,7 @@ static void x24_init(xctx *c, int8_t *xl, float *xsc, int32_t *xls) {
     for (int b = 0; b < c->nb; b++) {
         __m256 v[4], mx = _mm256_setzero_ps();
         int bad = 0;
+#pragma GCC unroll 4
         for (int i = 0; i < 4; i++) {
             v[i] = _mm256_loadu_ps(c->x + 32 * b + 8 * i);
             __m256 a = _mm256_and_ps(v[i], absm);
@@ -1647,15 +1651,18 @@ static void x24_init(xctx *c, int8_t *xl, float *xsc, int32_t *xls) {
         xsc[b] = x24_pow2(-e);
         const __m256 f = _mm256_set1_ps(x24_pow2(e));
         __m256i l[3][4], s[3] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 4
         for (int i = 0; i < 4; i++) {
             __m256i X = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], f));
             l[0][i] = _mm256_srai_epi32(_mm256_slli_epi32(X, 24), 24);
             __m256i x1 = _mm256_srai_epi32(_mm256_sub_epi32(X, l[0][i]), 8);
             l[1][i] = _mm256_srai_epi32(_mm256_slli_epi32(x1, 24), 24);
             l[2][i] = _mm256_srai_epi32(_mm256_sub_epi32(x1, l[1][i]), 8);
+#pragma GCC unroll 3
             for (int k = 0; k < 3; k++) s[k] = _mm256_add_epi32(s[k], l[k][i]);
         }
         int32_t S[3];
+#pragma GCC unroll 3
         for (int k = 0; k < 3; k++) {
             /* the 32 bytes in element order: packs interleave 128-bit lanes */
             __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(l[k][0], l[k][1]), _mm256_packs_epi32(l[k][2], l[k][3]));
@@ -1854,9 +1861,13 @@ static inline float xsum32(const float *x) {
 #endif
 }
 
-/* Sums of x per block of 32 (xsum32) into c->xsum and their (0, xsum) pair
- * arrays c->xsr[1], c->xsr[4] (zero-padded), in buf (xctx_floats(cols/32)
- * floats); only when `sums` (the types with a min term need them). */
+/* Sums of x per block of 32 (xsum32) into c->xsum (sums >= 1: the types
+ * with a min term need them) and their (0, xsum) pair arrays c->xsr[1],
+ * c->xsr[4] (sums == 2: only the exact kernels of GGUF-layout rows read
+ * them; the R16 kernels read xsum), zero-padded, in buf (xctx_floats(cols/32)
+ * floats). The pairs cost ~0.35 kTSC of a 576-column call warm on Zen 3,
+ * and 0.5-1.2 in the decode, where the other core waits while the caller
+ * prepares x (docs/PERFORMANCE.md, "Zen 3, 2026-12-04"). */
 static void xctx_init(xctx *c, const float *x, int cols, float *buf, int sums) {
     c->x = x;
     c->cols = cols;
@@ -1867,6 +1878,10 @@ static void xctx_init(xctx *c, const float *x, int cols, float *buf, int sums) {
     c->xsr[4] = c->xsr[1] + 2 * (pad + 16);
     c->xsr[0] = c->xsr[2] = c->xsr[3] = NULL;
     c->xp = NULL;
+    if (sums == 1) {
+        for (int b = 0; b < pad; b++) c->xsum[b] = b < c->nb ? xsum32(x + 32 * b) : 0.0f;
+        return;
+    }
     for (int b = 0; sums && b < pad + 16; b++) {
         float s = 0.0f;
         if (b < c->nb) s = xsum32(x + 32 * b);
@@ -2043,7 +2058,8 @@ static void matvec_multi_exact(const kb_mv *mv, int n, int cols, const float *x)
     for (int i = 0; i < n; i++) {
         uint32_t t = mv[i].type;
         total += mv[i].rows > 0 ? (size_t)mv[i].rows * mv[i].row_bytes : 0;
-        sums |= t == GGML_Q4_1 || t == GGML_Q5_1 || t == GGML_Q4_K;
+        if (t == GGML_Q4_1 || t == GGML_Q5_1 || t == GGML_Q4_K) /* xsum; the pairs for GGUF's rows */
+            sums = KB_MAX(sums, mv[i].layout == KB_LAYOUT_R16 ? 1 : 2);
         perm |= (t == GGML_Q4_0 || t == GGML_Q4_1) && mv[i].layout != KB_LAYOUT_R16;
         r16 |= mv[i].layout == KB_LAYOUT_R16;
     }
