@@ -1878,15 +1878,11 @@ static void xctx_init(xctx *c, const float *x, int cols, float *buf, int sums) {
     c->xsr[4] = c->xsr[1] + 2 * (pad + 16);
     c->xsr[0] = c->xsr[2] = c->xsr[3] = NULL;
     c->xp = NULL;
-    if (sums == 1) {
-        for (int b = 0; b < pad; b++) c->xsum[b] = b < c->nb ? xsum32(x + 32 * b) : 0.0f;
-        return;
-    }
-    for (int b = 0; sums && b < pad + 16; b++) {
+    for (int b = 0; sums && b < pad + (sums == 2 ? 16 : 0); b++) {
         float s = 0.0f;
         if (b < c->nb) s = xsum32(x + 32 * b);
         if (b < pad) c->xsum[b] = s;
-        for (int r = 0; r < 4; r++) {
+        for (int r = 0; sums == 2 && r < 4; r++) {
             if (r == 0) {
                 c->xsr[1][2 * b] = 0.0f;
                 c->xsr[1][2 * b + 1] = s;
