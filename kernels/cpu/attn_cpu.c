@@ -62,8 +62,8 @@
  * `GK=128 build/attn_pf`) took 0.16-0.30 ms into L2 (T2; T1 the same)
  * against 0.33-0.45 ms into L1 (T0), at 2, 4 and 8 KiB ahead (PERFORMANCE.md,
  * "Gathered rows into L2"). On a Xeon with AMX (2026-12-04, the same
- * `GK=128` runs, three alternated pairs) L2 and L1 took the same 0.21-0.25
- * ms, so the Xeons keep DEC_PF_HINT. */
+ * `GK=128` runs, three alternated pairs) L1 took 0.21-0.26 ms and L2
+ * 0.22-0.26, so the Xeons keep DEC_PF_HINT. */
 static ALWAYS_INLINE int dec_pf_l2(const int32_t *idx) { return idx && simd_cpu_amd(); }
 
 /* Every cache line of row `row` of K (and of V when not NULL): into L2

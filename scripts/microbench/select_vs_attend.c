@@ -118,7 +118,7 @@ int main(int argc, char **argv) {
         ta[R] = (double)att / nh;
     }
     double ms = median(ts, rounds), ma = median(ta, rounds);
-    float sk[8];
+    float sk[8]; /* the weights' sum, printed as nothing, so that the reads are not dropped */
     _mm256_storeu_ps(sk, sink);
     printf("L %d, W %d MB, %d rounds: TSC cycles per KV head (medians): select %.0f, attend %.0f; "
            "select / (select + attend) %.1f%%%s\n",
