@@ -36,6 +36,7 @@
 #include "kernels/kernels.h"
 #include "kernels/kvstream.h"
 #include "kernels/select.h"
+#include "scripts/microbench/hyb_state.h"
 
 #define HS_ARGS                                                                                    \
     const float *q, int G, int D, int r, const void *kmax, const void *kmin, int ldk,              \
@@ -44,25 +45,6 @@ void A_hybrid_scores(HS_ARGS);
 void B_hybrid_scores(HS_ARGS);
 int A_topk_pages(const float *ps, int n, int p, int k, int32_t *idx);
 int B_topk_pages(const float *ps, int n, int p, int k, int32_t *idx);
-
-static unsigned rng = 12345;
-static float nrand(void) { /* sum of 12 uniforms - 6: mean 0, variance 1 */
-    double u = 0;
-    for (int i = 0; i < 12; i++) {
-        rng = rng * 1103515245u + 12345u;
-        u += ((rng >> 8) & 0xffffff) / 16777216.0;
-    }
-    return (float)(u - 6);
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-static double median(double *x, int n) {
-    qsort(x, (size_t)n, sizeof *x, cmp_d);
-    return x[n / 2];
-}
 
 static int arg(int argc, char **argv, int i, int def) { return argc > i ? atoi(argv[i]) : def; }
 
@@ -77,24 +59,10 @@ int main(int argc, char **argv) {
     }
     const kb_kernels *kk = kernels_get();
     int nh = L * H, np = (n + p - 1) / p;
-    kb_kvstream *s = calloc((size_t)nh, sizeof *s);
-    kb_pages *pg = calloc((size_t)nh, sizeof *pg);
-    float bias[256], kr[256], vr[256];
-    for (int d = 0; d < D; d++) bias[d] = 2 * nrand();
-    for (int i = 0; i < nh; i++) {
-        kvstream_init(&s[i], KB_F16, D, n);
-        for (int j = 0; j < n; j++) {
-            for (int d = 0; d < D; d++) {
-                kr[d] = nrand() + bias[d];
-                vr[d] = nrand();
-            }
-            kvstream_append_f32(&s[i], kr, vr, j);
-        }
-        pages_init(&pg[i], p, D);
-        pages_sync(&pg[i], &s[i], kk);
-    }
-    float *q = malloc((size_t)nh * G * D * sizeof *q);
-    for (size_t i = 0; i < (size_t)nh * G * D; i++) q[i] = nrand() * (1 + fabsf(bias[i % D]));
+    kb_kvstream *s;
+    kb_pages *pg;
+    float *q;
+    hyb_state(nh, n, G, D, p, kk, &s, &pg, &q);
     float *ps = malloc((size_t)np * sizeof *ps);
     int32_t dims[256], *ia = malloc((size_t)k * sizeof *ia), *ib = malloc((size_t)k * sizeof *ib);
     size_t wn = ((size_t)wmb << 20) / sizeof(__m256), wl = wn / (size_t)L;

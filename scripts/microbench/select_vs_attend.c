@@ -12,8 +12,8 @@
  * keys, pages of 3, r = 33 of D = 64 dims, G = 3 query heads, k = 128
  * slots) and then attn_gather over the chosen slots, with the TSC.
  *
- * State: L layers x 3 KV heads of random keys (a per-dim bias so that some
- * dims stand out, as in select_cold.c) and their page summaries. One round
+ * State: L layers x 3 KV heads of random keys and their page summaries
+ * (hyb_state.h, shared with select_cold.c). One round
  * visits every layer: it reads that layer's slice of a W MB buffer (as a
  * decode token reads its weights; W = 0: nothing evicts anything), nudges
  * the layer's queries, runs the layer's three selects and then its three
@@ -37,26 +37,7 @@
 #include "kernels/kernels.h"
 #include "kernels/kvstream.h"
 #include "kernels/select.h"
-
-static unsigned rng = 12345;
-static float nrand(void) { /* sum of 12 uniforms - 6: mean 0, variance 1 */
-    double u = 0;
-    for (int i = 0; i < 12; i++) {
-        rng = rng * 1103515245u + 12345u;
-        u += ((rng >> 8) & 0xffffff) / 16777216.0;
-    }
-    return (float)(u - 6);
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *x, int n) {
-    qsort(x, (size_t)n, sizeof *x, cmp_d);
-    return x[n / 2];
-}
+#include "scripts/microbench/hyb_state.h"
 
 int main(int argc, char **argv) {
     const int n = 1448, G = 3, D = 64, H = 3, p = 3, r = 33, k = 128;
@@ -68,24 +49,11 @@ int main(int argc, char **argv) {
     }
     const kb_kernels *kk = kernels_get();
     int nh = L * H, np = (n + p - 1) / p;
-    kb_kvstream *s = calloc((size_t)nh, sizeof *s);
-    kb_pages *pg = calloc((size_t)nh, sizeof *pg);
-    float bias[64], kr[64], vr[64];
-    for (int d = 0; d < D; d++) bias[d] = 2 * nrand();
-    for (int i = 0; i < nh; i++) {
-        kvstream_init(&s[i], KB_F16, D, n);
-        for (int j = 0; j < n; j++) {
-            for (int d = 0; d < D; d++) {
-                kr[d] = nrand() + bias[d];
-                vr[d] = nrand();
-            }
-            kvstream_append_f32(&s[i], kr, vr, j);
-        }
-        pages_init(&pg[i], p, D);
-        pages_sync(&pg[i], &s[i], kk);
-    }
-    float *q = malloc((size_t)nh * G * D * sizeof *q), *ps = malloc((size_t)np * sizeof *ps);
-    for (size_t i = 0; i < (size_t)nh * G * D; i++) q[i] = nrand() * (1 + fabsf(bias[i % D]));
+    kb_kvstream *s;
+    kb_pages *pg;
+    float *q;
+    hyb_state(nh, n, G, D, p, kk, &s, &pg, &q);
+    float *ps = malloc((size_t)np * sizeof *ps);
     float out[3 * 64];
     int32_t dims[64], *idx = malloc((size_t)nh * k * sizeof *idx);
     int *cnt = malloc((size_t)nh * sizeof *cnt);
