@@ -2,13 +2,16 @@
  * (select_cold.c, select_vs_attend.c): nh KV heads of n random f16 keys and
  * values (a per-dim bias so that some dims stand out, as in real keys),
  * their page summaries (pages of p) and G query heads per KV head, from one
- * fixed random sequence; and the medians they report. Header-only, for
+ * fixed random sequence; the weights they read between layers to evict it,
+ * as a decode does; and the medians they report. Header-only, for
  * programs built by hand; not part of the build or the tests. */
 #ifndef KB_MICROBENCH_HYB_STATE_H
 #define KB_MICROBENCH_HYB_STATE_H
 
+#include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/kernels.h"
 #include "kernels/kvstream.h"
@@ -58,6 +61,30 @@ static void hyb_state(int nh, int n, int G, int D, int p, const kb_kernels *kk, 
     *s_out = s;
     *pg_out = pg;
     *q_out = q;
+}
+
+/* wmb MB of stand-in weights, read 1/L of them before each of L layers
+ * (hyb_wbuf_read) into a sum that hyb_wbuf_done turns into an always-false
+ * test, so that the reads are not dropped. */
+typedef struct hyb_wbuf {
+    __m256 *w, sink;
+    size_t wl; /* vectors read per layer */
+} hyb_wbuf;
+static void hyb_wbuf_init(hyb_wbuf *b, int wmb, int L) {
+    size_t wn = ((size_t)wmb << 20) / sizeof(__m256);
+    b->wl = wn / (size_t)L;
+    b->w = aligned_alloc(32, (wn + 1) * sizeof *b->w);
+    memset(b->w, 1, (wn + 1) * sizeof *b->w);
+    b->sink = _mm256_setzero_ps();
+}
+static void hyb_wbuf_read(hyb_wbuf *b, int l) {
+    for (size_t j = (size_t)l * b->wl; j < (size_t)(l + 1) * b->wl; j++) b->sink = _mm256_add_ps(b->sink, b->w[j]);
+}
+static int hyb_wbuf_done(hyb_wbuf *b) { /* 1 never in practice; frees the buffer */
+    float sk[8];
+    _mm256_storeu_ps(sk, b->sink);
+    free(b->w);
+    return sk[0] == 12345.0f;
 }
 
 #endif
