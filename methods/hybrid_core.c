@@ -116,7 +116,7 @@ static int hybrid_select(const kb_hybrid *h, const kb_kernels *kk, const float *
  * Each row has its own scratch (page scores, weights, slots, dims): row i's
  * attend reads only what row i's select wrote. The append and the
  * recording used to be serial work around the job: on the Zen 4 VM ~5.5 us
- * a layer of RocketKV's ~35 (docs/PERFORMANCE.md). */
+ * a layer of RocketKV's ~35 (docs/PERFORMANCE-LOG.md). */
 typedef struct hy_job {
     kb_hybrid *h;
     const kb_kernels *kk;

@@ -60,7 +60,7 @@
  * L2's larger miss queue. On the Zen 4 VM RocketKV-sized gathers (128
  * random rows of 8K per head, 90 calls on two threads after a 96 MB read:
  * `GK=128 build/attn_pf`) took 0.16-0.30 ms into L2 (T2; T1 the same)
- * against 0.33-0.45 ms into L1 (T0), at 2, 4 and 8 KiB ahead (PERFORMANCE.md,
+ * against 0.33-0.45 ms into L1 (T0), at 2, 4 and 8 KiB ahead (PERFORMANCE-LOG.md,
  * "Gathered rows into L2"). On a Xeon with AMX (2026-12-04, the same
  * `GK=128` runs, three alternated pairs) L1 took 0.21-0.26 ms and L2
  * 0.22-0.26, so the Xeons keep DEC_PF_HINT. */
@@ -118,7 +118,7 @@ static ALWAYS_INLINE __m512 ld16(const kb_dtype dt, const void *p) {
  * alone streamed SmolLM2's 8K attention (188.6 MB, two threads) in
  * 0.88-0.90x the time of 4 KiB ahead, while qk_scores (K only) ran
  * 1.07-1.15x slower without (medians of 21 alternated rounds,
- * scripts/microbench/attn_pf.c; PERFORMANCE.md, "The decode attention on
+ * scripts/microbench/attn_pf.c; PERFORMANCE-LOG.md, "The decode attention on
  * Zen 4"); on the Xeons no prefetch left the streams at half bandwidth.
  * Prefetches only: the same bits on every machine. */
 static ALWAYS_INLINE int dec_pf_rows(size_t rb, const int32_t *idx, int att) {
@@ -376,7 +376,7 @@ static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const 
  * SmolLM2's 8K dense attention (188 MB, both threads) 8.2-8.6 ms against
  * 9.9-10.3 for 4 KiB (32 rows); Llama's D 128 and the gathered rows the same
  * within noise (scripts/microbench/attn_pf.c; every distance tried is in
- * docs/PERFORMANCE.md, "The AVX2 attention's prefetch distance"). */
+ * docs/PERFORMANCE-LOG.md, "The AVX2 attention's prefetch distance"). */
 #ifndef DEC_PF_ROWS2
 #define DEC_PF_ROWS2 12
 #endif
@@ -384,7 +384,7 @@ static ALWAYS_INLINE void attn16(const int FX, const int G, const int DV, const 
  * On the Zen 4 VM with this path built (-mno-avx512f), RocketKV-sized
  * gathers (`GK=128 build/attn_pf`) took 0.25 ms at 32 rows into L2 against
  * 0.34-0.42 ms into L1 (12 or 32 rows), while 12 rows into L2 measured no
- * better than into L1 (PERFORMANCE.md, "Gathered rows into L2"). */
+ * better than into L1 (PERFORMANCE-LOG.md, "Gathered rows into L2"). */
 #ifndef DEC_PF_ROWS2_L2
 #define DEC_PF_ROWS2_L2 32
 #endif

@@ -1617,7 +1617,7 @@ ROWS_AVX2(rows2_q8_0, A8_0)
  * measured on Zen 3 and not kept: the bytes zero-extended to 16 bits and
  * vpmaddwd against x's L0 + 256 L1 and L2 as 16-bit values, 4 multiplies
  * per row-block instead of 6, was 1.2x slower than the exact kernel:
- * PERFORMANCE.md, "Zen 3, 2026-12-04".)
+ * PERFORMANCE-LOG.md, "Zen 3, 2026-12-04".)
  * 8 rows per vector, a group's two halves side by side. Measured (single
  * thread, 1536 x 576 Q4_1 from L2, 2-core Zen 3 VM, alternated): 3.2 ->
  * 2.1 ns per row-block against the exact AVX2 kernel; with KEEP_ORDER
@@ -1688,7 +1688,7 @@ static void x24_init(xctx *c, int8_t *xl, float *xsc, int32_t *xls) {
  * vpmaddubsw products first and adds them up as a tree at the end, which
  * needs more than the 16 ymm registers: of rows_r16's ~280 stack accesses
  * most were those products spilled and reloaded, and the Q4_1 kernel took
- * 1.3-1.5x the time (PERFORMANCE.md, "Zen 3 again"). The sums are exact
+ * 1.3-1.5x the time (PERFORMANCE-LOG.md, "Zen 3 again"). The sums are exact
  * integers either way, so y does not change. */
 #define KEEP_ORDER(v) __asm__("" : "+x"(v))
 
@@ -1867,7 +1867,7 @@ static inline float xsum32(const float *x) {
  * them; the R16 kernels read xsum), zero-padded, in buf (xctx_floats(cols/32)
  * floats). The pairs cost ~0.35 kTSC of a 576-column call warm on Zen 3,
  * and 0.5-1.2 in the decode, where the other core waits while the caller
- * prepares x (docs/PERFORMANCE.md, "Zen 3, 2026-12-04"). */
+ * prepares x (docs/PERFORMANCE-LOG.md, "Zen 3, 2026-12-04"). */
 static void xctx_init(xctx *c, const float *x, int cols, float *buf, int sums) {
     c->x = x;
     c->cols = cols;
@@ -2012,7 +2012,7 @@ static void mvx_chunk(void *p, int k, int worker) {
  * 16 rows (or a matrix's end), so a chunk may run from one matrix into the
  * next. A decode token's q, k and v (207 + 69 + 69 KB in SmolLM2) were 12
  * chunks when each matrix was split alone (4 each), 12 cold starts and 12
- * claims passed between the two cores; now 4 (docs/PERFORMANCE.md, "Fewer
+ * claims passed between the two cores; now 4 (docs/PERFORMANCE-LOG.md, "Fewer
  * chunks, cheaper x"). One matrix splits into about the chunks it had
  * before (SmolLM2's Wo, down and output matrices into the same ones).
  * Writes at most max pieces (pc NULL: only counts them). */

@@ -123,7 +123,7 @@ static inline unsigned lowest_bits(unsigned e, int c) {
 /* dst[0..popcount(k)) := v's lanes selected by k, in order. The compress in
  * a register and a masked store: the same bytes as
  * _mm512_mask_compressstoreu_epi32, whose memory form is microcoded on Zen 4
- * (a top-k of 483 pages took 3,146 cycles with it, 1,222 without: PERFORMANCE.md,
+ * (a top-k of 483 pages took 3,146 cycles with it, 1,222 without: PERFORMANCE-LOG.md,
  * "The selection on Zen 4").
  * Writes nothing past dst + popcount(k). */
 static inline void compress_store16(int32_t *dst, __mmask16 k, __m512i v) {
@@ -1080,8 +1080,8 @@ static inline void hyb_prefetch_step(const char *const *rowp, int r, int b0, int
  * line 64 pages ahead), and 0.37x for 2158 pages of the 8B geometry. With
  * 44 lines in flight (the AVX2 choice) the ratio was 0.92-0.96x, 96
  * 0.89-0.91x, 192 0.95x, 300 1.27x; bands of 6-33 rows were no better than
- * 11 (PERFORMANCE.md, "The Xeon again"). On AMD's Zen 4 (same harness,
- * both orders; PERFORMANCE.md, "The selection on Zen 4"), with a full band of rows:
+ * 11 (PERFORMANCE-LOG.md, "The Xeon again"). On AMD's Zen 4 (same harness,
+ * both orders; PERFORMANCE-LOG.md, "The selection on Zen 4"), with a full band of rows:
  * 44 lines into L1 (4 steps ahead, the AVX2 path's choice on Zen 3) took a
  * cold select 0.91-0.94x the cycles of 96, and for rows of at most 32 steps
  * (1024 pages) prefetching into L2 only (T2) 12 steps ahead (~132 lines)
@@ -1198,7 +1198,7 @@ static void hyb_pages512(const float *q, int G, int D, const int32_t *dims, int 
  * RocketKV select at once, each one or two lines ahead (before), asked for
  * 33-66 lines at a time; with cold caches on the AMD EPYC (Zen 3) the bands
  * took the page pass + top-k 6-9% less time at 8K / B = 256 and 2.3-2.7x
- * less for 2726 pages (scripts/microbench/select_cold.c, PERFORMANCE.md). */
+ * less for 2726 pages (scripts/microbench/select_cold.c, PERFORMANCE-LOG.md). */
 enum { HYB_INFLIGHT = 44 };
 static inline __attribute__((always_inline)) void hyb_pages_g8(const char *const *rowp, const float *qv, int r,
                                                                kb_dtype dt, int np, float *sc, size_t lds,
@@ -1522,7 +1522,7 @@ void kb_cpu_hybrid_scores(const float *q, int G, int D, int r, const void *kmax,
              * in L1: inside the exp loop, whose ~60-cycle chains keep the
              * out-of-order window full, its conversions and adds cost ~0.95K
              * TSC cycles for 3 x 483 pages in a standalone copy on Zen 3,
-             * here ~0.4K (the same adds in the same order; PERFORMANCE.md,
+             * here ~0.4K (the same adds in the same order; PERFORMANCE-LOG.md,
              * "Zen 3 again") */
             __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
             for (P = 0; P + 8 <= np - 1; P += 8) {

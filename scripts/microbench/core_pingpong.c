@@ -4,7 +4,7 @@
  * threads (a mat-vec's output read by the next step on the other core, a
  * pool chunk's claim, the select/attend job's slots) pays this. A
  * standalone microbenchmark (not part of the build or the tests) behind
- * docs/PERFORMANCE.md, "Fewer chunks, cheaper x".
+ * docs/PERFORMANCE-LOG.md, "Fewer chunks, cheaper x".
  *   gcc -O2 -pthread scripts/microbench/core_pingpong.c -o build/core_pingpong
  *   build/core_pingpong [ROUND_TRIPS]        default 200000
  * Prints the mean round trip and half of it (one way). */

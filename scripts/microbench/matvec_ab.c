@@ -1,7 +1,7 @@
 /* matvec_ab.c - two versions of the decode mat-vec (kb_matvec_multi of two
  * copies of kernels/cpu/quant_cpu.c, A and B) alternated call by call in one
  * process on one matrix. A standalone A/B microbenchmark (not part of the
- * build or the tests) behind mat-vec numbers of docs/PERFORMANCE.md; build
+ * build or the tests) behind mat-vec numbers of docs/PERFORMANCE-LOG.md; build
  * it with matvec_ab.sh.
  *
  * The matrix: rows x cols of a GGUF type (3 = Q4_1, 8 = Q8_0), random

@@ -1,6 +1,6 @@
 /* mem_rates.c - what this machine's memory gives two threads in the three
  * patterns a decode step uses, measured in one process, rounds alternated,
- * medians printed (docs/PERFORMANCE.md, "Gathered rows into L2"):
+ * medians printed (docs/PERFORMANCE-LOG.md, "Gathered rows into L2"):
  *   stream   each thread sums its own 64 MiB sequentially (the weights'
  *            mat-vecs, Full KV's attention);
  *   random   each thread reads N single 64-byte lines at random places in

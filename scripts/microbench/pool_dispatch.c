@@ -5,7 +5,7 @@
  * the worker wakes; with chunks of a few us, the time over N * (one chunk)
  * / 2 is the dispatch, the claims and the join. A standalone
  * microbenchmark (not part of the build or the tests) behind
- * docs/PERFORMANCE.md, "Fewer chunks, cheaper x". Needs build/libkvbench.a:
+ * docs/PERFORMANCE-LOG.md, "Fewer chunks, cheaper x". Needs build/libkvbench.a:
  *   make && gcc -O2 -march=native -fopenmp -I. scripts/microbench/pool_dispatch.c \
  *     build/libkvbench.a -lm -lpthread -o build/pool_dispatch
  *   build/pool_dispatch [N [W [J]]]        defaults 4 2000 100000

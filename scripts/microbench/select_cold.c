@@ -1,7 +1,7 @@
 /* select_cold.c - one hybrid select (page scores, then the top-k of pages) as a
  * decode step meets it: its page summaries, scratch and code evicted by the
  * weights of a layer. A standalone A/B microbenchmark (not part of the build
- * or the tests) behind the selection numbers of docs/PERFORMANCE.md; build it
+ * or the tests) behind the selection numbers of docs/PERFORMANCE-LOG.md; build it
  * with select_cold.sh, which links two copies of a select_cpu.c (A and B,
  * their kb_cpu_* functions renamed) so that both run in one process.
  *

@@ -2,7 +2,7 @@
  * attend it feeds (exact attention over the chosen slots), both with the
  * library's fast kernels, warm and cold. A standalone microbenchmark (not
  * part of the build or the tests) behind the selection-share analysis in
- * docs/PERFORMANCE.md ("A Xeon with AMX, 2026-12-04").
+ * docs/PERFORMANCE-LOG.md ("A Xeon with AMX, 2026-12-04").
  *
  * The issue asks that the page scores + top-k take <= 35% of RocketKV's
  * attention time (which also holds the attend, the upkeep of the page
