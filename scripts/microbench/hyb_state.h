@@ -3,7 +3,8 @@
  * values (a per-dim bias so that some dims stand out, as in real keys),
  * their page summaries (pages of p) and G query heads per KV head, from one
  * fixed random sequence; the weights they read between layers to evict it,
- * as a decode does; and the medians they report. Header-only, for
+ * as a decode does; the two together (hyb_bench) with what a round does
+ * before each layer; and the medians they report. Header-only, for
  * programs built by hand; not part of the build or the tests. */
 #ifndef KB_MICROBENCH_HYB_STATE_H
 #define KB_MICROBENCH_HYB_STATE_H
@@ -85,6 +86,39 @@ static int hyb_wbuf_done(hyb_wbuf *b) { /* 1 never in practice; frees the buffer
     _mm256_storeu_ps(sk, b->sink);
     free(b->w);
     return sk[0] == 12345.0f;
+}
+
+/* Everything both programs set up: the state of L layers x H KV heads
+ * (hyb_state), a page-score buffer for one select, and the weights read
+ * between layers. hyb_layer_start(b, l) is what a round does before layer l:
+ * read its slice of the weights and nudge its queries (so no round repeats
+ * the previous one's arithmetic on cached values). hyb_bench_done frees it
+ * all and returns hyb_wbuf_done's never-true test. */
+typedef struct hyb_bench {
+    int nh, hgd; /* KV heads in all; query floats per layer */
+    kb_kvstream *s;
+    kb_pages *pg;
+    float *q, *ps;
+    hyb_wbuf wb;
+} hyb_bench;
+static void hyb_bench_init(hyb_bench *b, int L, int H, int n, int G, int D, int p, int wmb, const kb_kernels *kk) {
+    b->nh = L * H;
+    b->hgd = H * G * D;
+    hyb_state(b->nh, n, G, D, p, kk, &b->s, &b->pg, &b->q);
+    b->ps = malloc((size_t)((n + p - 1) / p) * sizeof *b->ps);
+    hyb_wbuf_init(&b->wb, wmb, L);
+}
+static void hyb_layer_start(hyb_bench *b, int l) {
+    hyb_wbuf_read(&b->wb, l);
+    for (int u = 0; u < b->hgd; u++) b->q[(size_t)l * b->hgd + u] *= 1.0000001f;
+}
+static int hyb_bench_done(hyb_bench *b) {
+    for (int i = 0; i < b->nh; i++) {
+        kvstream_free(&b->s[i]);
+        pages_free(&b->pg[i]);
+    }
+    free(b->s), free(b->pg), free(b->q), free(b->ps);
+    return hyb_wbuf_done(&b->wb);
 }
 
 #endif

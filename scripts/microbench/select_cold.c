@@ -58,23 +58,20 @@ int main(int argc, char **argv) {
         return 2;
     }
     const kb_kernels *kk = kernels_get();
-    int nh = L * H, np = (n + p - 1) / p;
-    kb_kvstream *s;
-    kb_pages *pg;
-    float *q;
-    hyb_state(nh, n, G, D, p, kk, &s, &pg, &q);
-    float *ps = malloc((size_t)np * sizeof *ps);
+    hyb_bench hb;
+    hyb_bench_init(&hb, L, H, n, G, D, p, wmb, kk);
+    const int nh = hb.nh;
+    kb_kvstream *s = hb.s;
+    kb_pages *pg = hb.pg;
+    float *q = hb.q, *ps = hb.ps;
     int32_t dims[256], *ia = malloc((size_t)k * sizeof *ia), *ib = malloc((size_t)k * sizeof *ib);
-    hyb_wbuf wb;
-    hyb_wbuf_init(&wb, wmb, L);
     double *t[4], *ratio = malloc((size_t)rounds * sizeof *ratio);
     for (int j = 0; j < 4; j++) t[j] = malloc((size_t)rounds * sizeof *t[j]);
     for (int R = 0; R < rounds; R++) {
         for (int b = 0; b < 2; b++) {
             unsigned long long ts = 0, tk = 0;
             for (int l = 0; l < L; l++) {
-                hyb_wbuf_read(&wb, l);
-                for (int u = 0; u < H * G * D; u++) q[(size_t)l * H * G * D + u] *= 1.0000001f;
+                hyb_layer_start(&hb, l);
                 for (int h = 0; h < H; h++) {
                     int i = l * H + h;
                     const float *qi = q + (size_t)i * G * D;
@@ -103,7 +100,7 @@ int main(int argc, char **argv) {
         diff += ca != cb;
         for (int j = 0; j < ca && j < cb; j++) diff += ia[j] != ib[j];
     }
-    int never = hyb_wbuf_done(&wb); /* the weights' sum, printed as nothing */
+    int never = hyb_bench_done(&hb); /* the weights' sum, printed as nothing */
     printf("TSC cycles per select (median of %d rounds): A scores %.0f top-k %.0f | B scores %.0f top-k %.0f | "
            "B/A %.3f | slots differing %ld%s\n",
            rounds, median(t[0], rounds), median(t[1], rounds), median(t[2], rounds), median(t[3], rounds),

@@ -48,24 +48,21 @@ int main(int argc, char **argv) {
         return 2;
     }
     const kb_kernels *kk = kernels_get();
-    int nh = L * H, np = (n + p - 1) / p;
-    kb_kvstream *s;
-    kb_pages *pg;
-    float *q;
-    hyb_state(nh, n, G, D, p, kk, &s, &pg, &q);
-    float *ps = malloc((size_t)np * sizeof *ps);
+    hyb_bench hb;
+    hyb_bench_init(&hb, L, H, n, G, D, p, wmb, kk);
+    const int nh = hb.nh;
+    kb_kvstream *s = hb.s;
+    kb_pages *pg = hb.pg;
+    float *q = hb.q, *ps = hb.ps;
     float out[3 * 64];
     int32_t dims[64], *idx = malloc((size_t)nh * k * sizeof *idx);
     int *cnt = malloc((size_t)nh * sizeof *cnt);
-    hyb_wbuf wb;
-    hyb_wbuf_init(&wb, wmb, L);
     double *ts = malloc((size_t)rounds * sizeof *ts), *ta = malloc((size_t)rounds * sizeof *ta);
     const float scale = 1.0f / sqrtf((float)D);
     for (int R = 0; R < rounds; R++) {
         unsigned long long sel = 0, att = 0;
         for (int l = 0; l < L; l++) {
-            hyb_wbuf_read(&wb, l);
-            for (int u = 0; u < H * G * D; u++) q[(size_t)l * H * G * D + u] *= 1.0000001f;
+            hyb_layer_start(&hb, l);
             for (int h = 0; h < H; h++) {
                 int i = l * H + h;
                 unsigned long long t0 = __rdtsc();
@@ -85,14 +82,10 @@ int main(int argc, char **argv) {
         ta[R] = (double)att / nh;
     }
     double ms = median(ts, rounds), ma = median(ta, rounds);
-    int never = hyb_wbuf_done(&wb); /* the weights' sum, printed as nothing */
+    int never = hyb_bench_done(&hb); /* the weights' sum, printed as nothing */
     printf("L %d, W %d MB, %d rounds: TSC cycles per KV head (medians): select %.0f, attend %.0f; "
            "select / (select + attend) %.1f%%%s\n",
            L, wmb, rounds, ms, ma, 100 * ms / (ms + ma), never ? " " : "");
-    for (int i = 0; i < nh; i++) {
-        kvstream_free(&s[i]);
-        pages_free(&pg[i]);
-    }
-    free(s), free(pg), free(q), free(ps), free(idx), free(cnt), free(ts), free(ta);
+    free(idx), free(cnt), free(ts), free(ta);
     return 0;
 }
