@@ -735,9 +735,12 @@ static const rows_fn rows_tab[3][2][9] = {
  * G and DV (accumulators in memory, slower), the same values. (GCC 12 cannot
  * see that block_scores writes x[g] for every g < G that attn16 then reads,
  * and warns of maybe-uninitialized x[1..7] here, in the loops unrolled for
- * GMAX_V heads: quieted for this function only.) */
+ * GMAX_V heads: quieted for this function only; clang has no such warning
+ * and would warn of the unknown option instead.) */
+#if !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 static void rows_any(int G, const float *qs, const kb_kvstream *s, const int32_t *idx, int j0,
                      int j1, dec_part *part, float *sc, int ldo) {
     int DV = s->D / 16;
@@ -747,7 +750,9 @@ static void rows_any(int G, const float *qs, const kb_kvstream *s, const int32_t
     else ROWS_ANY(KB_F32);
 #undef ROWS_ANY
 }
+#if !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 #endif
 
 /* Portable path (neither AVX-512 nor AVX2+FMA+F16C, or G > 8, or D not a multiple of 16 / > 256):
