@@ -10,19 +10,53 @@
  * for gathered attention instead of dense (k random rows of N per head, the
  * 90 calls on two OpenMP threads as the decode's select job runs them,
  * after a 96 MB read per round); QK=1 for qk_scores (K only) instead of
- * dense attention. Prints the median and min per distance
+ * dense attention; PLAIN=1 (dense attention only) also times, in each round,
+ * a plain sum of the same K and V bytes split over the pool as the dense
+ * attention splits them (tasks of consecutive 256-row chunks, K and V read
+ * 16 rows at a time in turn): what the memory gives that access pattern.
+ * Prints the median and min per distance
  * (ms by kb_now, the monotonic clock; GB/s of K+V). Not part of the build or the tests. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <math.h>
+#include <string.h>
 #include "kernels/kernels.h"
 #include "kernels/kvstream.h"
+#include "kernels/pool.h"
 int kb_pf_rows = 12; /* DEC_PF_ROWS2 / DEC_PF_BYTES of the attn_cpu.c built beside this file */
+/* PLAIN=1: one layer's plain read, as dec_run in kernels/cpu/attn_cpu.c
+ * splits the dense attention (DEC_CHUNK 256 rows a chunk, DEC_TASKS 4 tasks
+ * per thread, each task a span of consecutive chunks) */
+typedef float v16 __attribute__((vector_size(64)));
+typedef struct { const kb_kvstream *s; int H, per_head, nch, span; v16 acc[64]; } plain_job;
+static void plain_task(void *p, int t, int worker) {
+    plain_job *J = p;
+    v16 a = {0}, b = {0};
+    for (int c = t * J->span; c < (t + 1) * J->span && c < J->nch; c++) {
+        const kb_kvstream *s = &J->s[c / J->per_head];
+        int j0 = (c % J->per_head) * 256, j1 = j0 + 256 < s->n ? j0 + 256 : s->n;
+        size_t row = (size_t)s->D * kb_dtype_size(s->dtype);
+        for (int j = j0; j < j1; j += 16) {
+            size_t bytes = (size_t)((j + 16 < j1 ? j + 16 : j1) - j) * row;
+            const char *k = kvstream_krow(s, j), *v = kvstream_vrow(s, j);
+            for (size_t o = 0; o + 64 <= bytes; o += 64) { v16 x; memcpy(&x, k + o, 64); a += x; }
+            for (size_t o = 0; o + 64 <= bytes; o += 64) { v16 x; memcpy(&x, v + o, 64); b += x; }
+        }
+    }
+    J->acc[worker] += a + b;
+}
+static void plain_layer(plain_job *J, const kb_kvstream *s) {
+    J->s = s;
+    J->per_head = (s[0].n + 255) / 256;
+    J->nch = J->H * J->per_head;
+    J->span = J->nch / (4 * kb_pool_threads()) > 1 ? J->nch / (4 * kb_pool_threads()) : 1;
+    kb_pool_run((J->nch + J->span - 1) / J->span, plain_task, J);
+}
 static int cmpd(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return x < y ? -1 : x > y; }
 int main(int argc, char **argv) {
     int L = getenv("L") ? atoi(getenv("L")) : 30, H = getenv("H") ? atoi(getenv("H")) : 3, G = getenv("G") ? atoi(getenv("G")) : 3, D = getenv("D") ? atoi(getenv("D")) : 64, n = getenv("N") ? atoi(getenv("N")) : 8176, rounds = argc > 1 ? atoi(argv[1]) : 10;
     int nv = argc - 2, pfs[8];
-    int gk = getenv("GK") ? atoi(getenv("GK")) : 0, qk = getenv("QK") != NULL;
+    int gk = getenv("GK") ? atoi(getenv("GK")) : 0, qk = getenv("QK") != NULL, plain = getenv("PLAIN") && !gk && !qk;
     if (rounds < 1 || nv < 1 || nv > 8 || L < 1 || H < 1 || G < 1 || D < 16 || D % 16 || n < 1 || gk < 0 || gk > n) {
         fprintf(stderr, "usage: attn_pf ROUNDS ROWS... (1-8 distances; see the header comment)\n");
         return 2;
@@ -46,8 +80,15 @@ int main(int argc, char **argv) {
     for (int l = 0; l < L * H; l++) { int c = 0; for (int j = 0; j < n && c < gk; j++) if (rand() % (n - j) < gk - c) gidx[(size_t)l * gk + c++] = j; }
     /* flush between rounds: a 96 MB buffer read */
     size_t fw = 96u << 20; char *fb = malloc(fw); for (size_t i = 0; i < fw; i++) fb[i] = (char)i;
-    double *t = malloc(sizeof(double) * rounds * nv);
-    for (int r = 0; r < rounds; r++)
+    double *t = malloc(sizeof(double) * rounds * (nv + 1));
+    static plain_job pj;
+    pj.H = H;
+    for (int r = 0; r < rounds; r++) {
+        if (plain) {
+            double t0 = kb_now();
+            for (int l = 0; l < L; l++) plain_layer(&pj, &s[l * H]);
+            t[nv * rounds + r] = (kb_now() - t0) * 1e3;
+        }
         for (int a = 0; a < nv; a++) {
             kb_pf_rows = pfs[a];
             if (gk) { volatile long sum = 0; for (size_t i = 0; i < fw; i += 64) sum += fb[i]; }
@@ -59,10 +100,16 @@ int main(int argc, char **argv) {
             else for (int l = 0; l < L; l++) kb_attn_dense_heads(kk, q, H, G, &s[l * H], 0.125f, out);
             t[a * rounds + r] = (kb_now() - t0) * 1e3 /* ms */;
         }
+    }
     double bytes = (double)L * H * (gk ? gk : n) * (qk ? 1 : 2) * D * 2;
     for (int a = 0; a < nv; a++) {
         qsort(t + a * rounds, rounds, sizeof(double), cmpd);
         printf("distance %5d: median %.2f ms (%.1f GB/s) min %.2f\n", pfs[a], t[a * rounds + rounds / 2], bytes / t[a * rounds + rounds / 2] / 1e6, t[a * rounds]);
+    }
+    if (plain) {
+        double *p = t + nv * rounds;
+        qsort(p, rounds, sizeof(double), cmpd);
+        printf("plain read:     median %.2f ms (%.1f GB/s) min %.2f\n", p[rounds / 2], bytes / p[rounds / 2] / 1e6, p[0]);
     }
     return 0;
 }
