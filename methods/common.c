@@ -236,6 +236,23 @@ long mc_rollback_count(kb_mcommon *c, long mark) {
     return d;
 }
 
+int mc_streams_extend(kb_mcommon *c, kb_kvstream *s, int rows, const kb_prefill_view *pv, int need_w,
+                      kb_err *err) {
+    int rc = mc_check_view(c, pv, need_w, err);
+    if (rc) return rc;
+    streams_append_view(s, rows, pv);
+    c->n_in += pv->kv[0].n;
+    c->base = c->n_in;
+    return 0;
+}
+
+void mc_streams_account(const kb_mcommon *c, const kb_kvstream *s, int rows, kb_account *acc) {
+    *acc = c->acc;
+    acc->resident_tokens = streams_slots(s, rows) / c->ctx.Hkv;
+    acc->resident_bytes = streams_bytes(s, rows);
+    acc->mode = c->p.budget_mode;
+}
+
 int mc_kernel_for(const kb_method_params *p, int n) {
     if (p->kernel != KB_KERNEL_ADAPTIVE) return p->kernel;
     for (int i = 0; i < p->n_kernel_table; i++)

@@ -55,6 +55,18 @@ void mc_acc_finish(kb_mcommon *c, int per_query_head);
  * many slots to remove from the end of every stream. */
 long mc_rollback_count(kb_mcommon *c, long mark);
 
+/* extend and account for a method whose turns live in streams s[0..rows)
+ * (rows: Hkv, or Hq for per-query-head sets) that hold every token since
+ * its last rebuild. mc_streams_extend checks the view (need_w as
+ * mc_check_view), appends it to s and makes the end of it the rollback
+ * floor (n_in = base). mc_streams_account sets *acc to the last step's
+ * accounting with s's resident tokens (per KV head) and bytes and the budget
+ * mode; a method with a budget points acc->budget at c->bud, one with more
+ * state adds its bytes. */
+int mc_streams_extend(kb_mcommon *c, kb_kvstream *s, int rows, const kb_prefill_view *pv, int need_w,
+                      kb_err *err);
+void mc_streams_account(const kb_mcommon *c, const kb_kvstream *s, int rows, kb_account *acc);
+
 /* The method's pooling kernel for a prompt of n tokens (fixed or adaptive table). */
 int mc_kernel_for(const kb_method_params *p, int n);
 

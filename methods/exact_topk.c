@@ -161,12 +161,7 @@ static const kb_kvstream *etk_cache(void *state, int row, int *n_rows) {
 
 static int etk_extend(void *state, const kb_prefill_view *pv, kb_err *err) {
     etk_state *st = state;
-    int rc = mc_check_view(&st->c, pv, 0, err);
-    if (rc) return rc;
-    streams_append_view(st->s, st->c.ctx.Hkv, pv);
-    st->c.n_in += pv->kv[0].n;
-    st->c.base = st->c.n_in;
-    return 0;
+    return mc_streams_extend(&st->c, st->s, st->c.ctx.Hkv, pv, 0, err);
 }
 
 static long etk_mark(void *state) { return ((etk_state *)state)->c.n_in; }
@@ -178,10 +173,7 @@ static void etk_rollback(void *state, long mark) {
 
 static void etk_account(void *state, kb_account *acc) {
     etk_state *st = state;
-    *acc = st->c.acc;
-    acc->resident_tokens = streams_slots(st->s, st->c.ctx.Hkv) / st->c.ctx.Hkv;
-    acc->resident_bytes = streams_bytes(st->s, st->c.ctx.Hkv);
-    acc->mode = st->c.p.budget_mode;
+    mc_streams_account(&st->c, st->s, st->c.ctx.Hkv, acc);
     acc->budget = &st->c.bud;
 }
 

@@ -68,12 +68,7 @@ static const kb_kvstream *full_cache(void *state, int row, int *n_rows) {
 
 static int full_extend(void *state, const kb_prefill_view *pv, kb_err *err) {
     full_state *st = state;
-    int rc = mc_check_view(&st->c, pv, 0, err);
-    if (rc) return rc;
-    streams_append_view(st->s, st->c.ctx.Hkv, pv);
-    st->c.n_in += pv->kv[0].n;
-    st->c.base = st->c.n_in;
-    return 0;
+    return mc_streams_extend(&st->c, st->s, st->c.ctx.Hkv, pv, 0, err);
 }
 
 static long full_mark(void *state) { return ((full_state *)state)->c.n_in; }
@@ -85,10 +80,7 @@ static void full_rollback(void *state, long mark) {
 
 static void full_account(void *state, kb_account *acc) {
     full_state *st = state;
-    *acc = st->c.acc;
-    acc->resident_tokens = streams_slots(st->s, st->c.ctx.Hkv) / st->c.ctx.Hkv;
-    acc->resident_bytes = streams_bytes(st->s, st->c.ctx.Hkv);
-    acc->mode = st->c.p.budget_mode;
+    mc_streams_account(&st->c, st->s, st->c.ctx.Hkv, acc);
 }
 
 static void full_destroy(void *state) {

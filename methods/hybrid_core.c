@@ -291,13 +291,9 @@ const kb_kvstream *hybm_cache(void *state, int row, int *n_rows) {
 
 int hybm_extend(void *state, const kb_prefill_view *pv, kb_err *err) {
     hybm_state *st = state;
-    int rc = mc_check_view(&st->c, pv, 0, err);
-    if (rc) return rc;
-    streams_append_view(st->s, st->c.ctx.Hkv, pv);
-    hybrid_sync(&st->h, st->s, kernels_get());
-    st->c.n_in += pv->kv[0].n;
-    st->c.base = st->c.n_in;
-    return 0;
+    int rc = mc_streams_extend(&st->c, st->s, st->c.ctx.Hkv, pv, 0, err);
+    if (!rc) hybrid_sync(&st->h, st->s, kernels_get());
+    return rc;
 }
 
 long hybm_mark(void *state) { return ((hybm_state *)state)->c.n_in; }
@@ -310,11 +306,8 @@ void hybm_rollback(void *state, long mark) {
 
 void hybm_account(void *state, kb_account *acc) {
     hybm_state *st = state;
-    int Hkv = st->c.ctx.Hkv;
-    *acc = st->c.acc;
-    acc->resident_tokens = streams_slots(st->s, Hkv) / Hkv;
-    acc->resident_bytes = streams_bytes(st->s, Hkv) + hybrid_meta_bytes(&st->h);
-    acc->mode = st->c.p.budget_mode;
+    mc_streams_account(&st->c, st->s, st->c.ctx.Hkv, acc);
+    acc->resident_bytes += hybrid_meta_bytes(&st->h);
     acc->budget = &st->c.bud;
 }
 

@@ -191,13 +191,10 @@ static const kb_kvstream *quest_cache(void *state, int row, int *n_rows) {
 
 static int quest_extend(void *state, const kb_prefill_view *pv, kb_err *err) {
     quest_state *st = state;
-    int rc = mc_check_view(&st->c, pv, 0, err);
+    int rc = mc_streams_extend(&st->c, st->s, st->c.ctx.Hkv, pv, 0, err);
     if (rc) return rc;
-    streams_append_view(st->s, st->c.ctx.Hkv, pv);
     const kb_kernels *kk = kernels_get();
     for (int g = 0; g < st->c.ctx.Hkv; g++) pages_sync(&st->pg[g], &st->s[g], kk);
-    st->c.n_in += pv->kv[0].n;
-    st->c.base = st->c.n_in;
     return 0;
 }
 
@@ -212,12 +209,8 @@ static void quest_rollback(void *state, long mark) {
 
 static void quest_account(void *state, kb_account *acc) {
     quest_state *st = state;
-    int Hkv = st->c.ctx.Hkv;
-    *acc = st->c.acc;
-    acc->resident_tokens = streams_slots(st->s, Hkv) / Hkv;
-    acc->resident_bytes = streams_bytes(st->s, Hkv);
-    for (int g = 0; g < Hkv; g++) acc->resident_bytes += (double)pages_bytes(&st->pg[g]);
-    acc->mode = st->c.p.budget_mode;
+    mc_streams_account(&st->c, st->s, st->c.ctx.Hkv, acc);
+    for (int g = 0; g < st->c.ctx.Hkv; g++) acc->resident_bytes += (double)pages_bytes(&st->pg[g]);
     acc->budget = &st->c.bud;
 }
 

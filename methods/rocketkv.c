@@ -133,11 +133,8 @@ static void rk_rollback(void *state, long mark) {
 
 static void rk_account(void *state, kb_account *acc) {
     rk_state *st = state;
-    int Hkv = st->c.ctx.Hkv;
-    *acc = st->c.acc;
-    acc->resident_tokens = streams_slots(st->s, Hkv) / Hkv;
-    acc->resident_bytes = streams_bytes(st->s, Hkv) + hybrid_meta_bytes(&st->h);
-    acc->mode = st->c.p.budget_mode;
+    mc_streams_account(&st->c, st->s, st->c.ctx.Hkv, acc);
+    acc->resident_bytes += hybrid_meta_bytes(&st->h);
     acc->budget = &st->c.bud;
 }
 

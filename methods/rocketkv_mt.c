@@ -100,12 +100,8 @@ static const kb_kvstream *rkmt_cache(void *state, int row, int *n_rows) {
 
 static int rkmt_extend(void *state, const kb_prefill_view *pv, kb_err *err) {
     rkmt_state *st = state;
-    int rc = mc_check_view(&st->c, pv, st->c.p.window, err);
-    if (rc) return rc;
-    streams_append_view(st->full, st->c.ctx.Hkv, pv);
-    st->c.n_in += pv->kv[0].n;
-    st->c.base = st->c.n_in;
-    return rkmt_build_ws(st, pv, err);
+    int rc = mc_streams_extend(&st->c, st->full, st->c.ctx.Hkv, pv, st->c.p.window, err);
+    return rc ? rc : rkmt_build_ws(st, pv, err);
 }
 
 static long rkmt_mark(void *state) { return ((rkmt_state *)state)->c.n_in; }

@@ -222,10 +222,7 @@ void snapm_rollback(void *state, long mark) {
 
 void snapm_account(void *state, kb_account *acc) {
     snapm_state *st = state;
-    *acc = st->c.acc;
-    acc->resident_tokens = streams_slots(st->s, st->rows) / st->c.ctx.Hkv;
-    acc->resident_bytes = streams_bytes(st->s, st->rows);
-    acc->mode = st->c.p.budget_mode;
+    mc_streams_account(&st->c, st->s, st->rows, acc);
     acc->budget = &st->c.bud;
 }
 
