@@ -9,12 +9,7 @@ static const char *const snapkv_keys[] = {"gqa", "window", "kernel", "kernel_by_
                                           "pooling", NULL};
 
 static int snapkv_validate(kb_method_params *p, kb_err *err) {
-    int rc = snap_validate_common(p, "snapkv", 7, KB_GQA_PER_HEAD, err);
-    if (!rc && p->budget < p->window)
-        rc = kb_fail(err, KB_EINPUT,
-                     "method 'snapkv': key 'budget': %d is smaller than the window %d (the window is always kept)",
-                     p->budget, p->window);
-    return rc;
+    return snapm_validate(p, "snapkv", 7, KB_GQA_PER_HEAD, err);
 }
 
 static int snapkv_layer_init(const kb_method_params *p, const kb_method_ctx *ctx,

@@ -250,3 +250,13 @@ int snap_validate_common(kb_method_params *p, const char *who, int kernel_defaul
     if (p->gqa == KB_GQA_DEFAULT) p->gqa = gqa_default;
     return 0;
 }
+
+int snapm_validate(kb_method_params *p, const char *who, int kernel_default, kb_gqa_policy gqa_default,
+                   kb_err *err) {
+    int rc = snap_validate_common(p, who, kernel_default, gqa_default, err);
+    if (!rc && p->budget < p->window)
+        rc = kb_fail(err, KB_EINPUT,
+                     "method '%s': key 'budget': %d is smaller than the window %d (the window is always kept)", who,
+                     p->budget, p->window);
+    return rc;
+}

@@ -46,6 +46,10 @@ int snap_select_row(const kb_snap_cfg *cfg, const kb_kernels *kk, int D, const k
  * GQA default. Messages name the method and key. */
 int snap_validate_common(kb_method_params *p, const char *who, int kernel_default,
                          kb_gqa_policy gqa_default, kb_err *err);
+/* snap_validate_common, and a budget of at least the window (SnapKV and
+ * SnapKV++ alone, which always keep the window). */
+int snapm_validate(kb_method_params *p, const char *who, int kernel_default, kb_gqa_policy gqa_default,
+                   kb_err *err);
 
 /* A method state "SnapKV eviction + dense attention over what is kept": the
  * shared implementation of `snapkv` and `snapkvpp` (they differ only in

@@ -9,12 +9,7 @@ static const char *const snapkvpp_keys[] = {"gqa", "window", "kernel", "kernel_b
                                             "pooling", NULL};
 
 static int snapkvpp_validate(kb_method_params *p, kb_err *err) {
-    int rc = snap_validate_common(p, "snapkvpp", 63, KB_GQA_GROUP_SUM, err);
-    if (!rc && p->budget < p->window)
-        rc = kb_fail(err, KB_EINPUT,
-                     "method 'snapkvpp': key 'budget': %d is smaller than the window %d (the window is always kept)",
-                     p->budget, p->window);
-    return rc;
+    return snapm_validate(p, "snapkvpp", 63, KB_GQA_GROUP_SUM, err);
 }
 
 static int snapkvpp_layer_init(const kb_method_params *p, const kb_method_ctx *ctx,
