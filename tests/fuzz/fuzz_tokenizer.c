@@ -40,52 +40,12 @@
 #include "harness/engine/gguf.h"
 #include "harness/engine/tok_internal.h"
 #include "harness/engine/unicode.h"
+#include "tests/unit/tiny_vocab.h"
 
 #define TOK_FZ_N 7
 
 static kb_tokenizer *tok_fz[TOK_FZ_N];
 static gguf_file *tok_fz_model_file;
-
-/* ---- tiny vocabularies (built once) ---- */
-
-typedef struct tok_fz_vocab {
-    const char *tok[320];
-    uint32_t len[320];
-    int32_t type[320];
-    float score[320];
-    int n;
-    const char *merges[16];
-    uint32_t mlen[16];
-    int nm;
-} tok_fz_vocab;
-
-static int tok_fz_add(tok_fz_vocab *v, const char *s, int type, float score) {
-    v->tok[v->n] = s;
-    v->len[v->n] = (uint32_t)strlen(s);
-    v->type[v->n] = type;
-    v->score[v->n] = score;
-    return v->n++;
-}
-
-static tok_spec tok_fz_spec(tok_fz_vocab *v, const char *model, const char *pre) {
-    tok_spec s;
-    memset(&s, 0, sizeof s);
-    s.where = "fuzz-vocab";
-    s.model = model;
-    s.pre = pre;
-    s.n_vocab = v->n;
-    s.tokens = v->tok;
-    s.token_lens = v->len;
-    s.types = v->type;
-    s.scores = v->score;
-    for (int i = 0; i < v->nm; i++) v->mlen[i] = (uint32_t)strlen(v->merges[i]);
-    s.n_merges = v->nm;
-    s.merges = v->merges;
-    s.merge_lens = v->mlen;
-    s.bos = s.eos = s.unk = s.pad = -2;
-    s.add_bos = s.add_eos = s.add_space_prefix = -1;
-    return s;
-}
 
 static kb_tokenizer *tok_fz_build(const tok_spec *s) {
     kb_tokenizer *t = NULL;
@@ -98,7 +58,7 @@ static kb_tokenizer *tok_fz_build(const tok_spec *s) {
 }
 
 static void tok_fz_tiny_bpe(void) {
-    static tok_fz_vocab v;
+    static tiny_vocab v;
     static char bytes[256][4];
     memset(&v, 0, sizeof v);
     uint32_t m[256];
@@ -106,19 +66,19 @@ static void tok_fz_tiny_bpe(void) {
     for (int b = 0; b < 256; b++) {
         int k = utf8_encode(m[b], bytes[b]);
         bytes[b][k] = 0;
-        tok_fz_add(&v, bytes[b], TT_NORMAL, 0);
+        tiny_vocab_add(&v, bytes[b], TT_NORMAL, 0);
     }
-    tok_fz_add(&v, "ab", TT_NORMAL, 0);
-    tok_fz_add(&v, "bc", TT_NORMAL, 0);
-    tok_fz_add(&v, "abc", TT_NORMAL, 0);
-    tok_fz_add(&v, "\xc4\xa0" "a", TT_NORMAL, 0);   /* "Ġa": space + a */
-    tok_fz_add(&v, "\xc3\x83\xc2\xa9", TT_NORMAL, 0); /* "Ã©": the bytes of é */
-    tok_fz_add(&v, "12", TT_NORMAL, 0);
-    tok_fz_add(&v, "<|x|>", TT_CONTROL, 0);
-    tok_fz_add(&v, "<u>", TT_USER, 0);
-    tok_fz_add(&v, "<unk>", TT_UNKNOWN, 0);
-    int eot = tok_fz_add(&v, "<|im_end|>", TT_NORMAL, 0); /* EOG text: promoted to control */
-    int bos = tok_fz_add(&v, "<|begin_of_text|>", TT_CONTROL, 0);
+    tiny_vocab_add(&v, "ab", TT_NORMAL, 0);
+    tiny_vocab_add(&v, "bc", TT_NORMAL, 0);
+    tiny_vocab_add(&v, "abc", TT_NORMAL, 0);
+    tiny_vocab_add(&v, "\xc4\xa0" "a", TT_NORMAL, 0);   /* "Ġa": space + a */
+    tiny_vocab_add(&v, "\xc3\x83\xc2\xa9", TT_NORMAL, 0); /* "Ã©": the bytes of é */
+    tiny_vocab_add(&v, "12", TT_NORMAL, 0);
+    tiny_vocab_add(&v, "<|x|>", TT_CONTROL, 0);
+    tiny_vocab_add(&v, "<u>", TT_USER, 0);
+    tiny_vocab_add(&v, "<unk>", TT_UNKNOWN, 0);
+    int eot = tiny_vocab_add(&v, "<|im_end|>", TT_NORMAL, 0); /* EOG text: promoted to control */
+    int bos = tiny_vocab_add(&v, "<|begin_of_text|>", TT_CONTROL, 0);
     v.merges[v.nm++] = "b c";
     v.merges[v.nm++] = "a b";
     v.merges[v.nm++] = "a bc";
@@ -128,7 +88,7 @@ static void tok_fz_tiny_bpe(void) {
     v.merges[v.nm++] = "1 2";
     static const char *const pres[4] = {"gpt2", "smollm", "llama3", "default"};
     for (int i = 0; i < 4; i++) {
-        tok_spec s = tok_fz_spec(&v, "gpt2", pres[i]);
+        tok_spec s = tiny_vocab_spec(&v, "fuzz-vocab", "gpt2", pres[i]);
         s.eos = eot;
         s.bos = bos;
         s.add_eos = i == 3; /* one vocabulary also appends EOS for add_bos = 1 */
@@ -137,39 +97,39 @@ static void tok_fz_tiny_bpe(void) {
 }
 
 static void tok_fz_tiny_spm(void) {
-    static tok_fz_vocab v, w;
+    static tiny_vocab v, w;
     static char hex[256][8];
     memset(&v, 0, sizeof v);
-    tok_fz_add(&v, "<unk>", TT_UNKNOWN, 0);
-    tok_fz_add(&v, "<s>", TT_CONTROL, 0);
-    tok_fz_add(&v, "</s>", TT_CONTROL, 0);
+    tiny_vocab_add(&v, "<unk>", TT_UNKNOWN, 0);
+    tiny_vocab_add(&v, "<s>", TT_CONTROL, 0);
+    tiny_vocab_add(&v, "</s>", TT_CONTROL, 0);
     for (int b = 0; b < 256; b++) {
         snprintf(hex[b], sizeof hex[b], "<0x%02X>", b);
-        tok_fz_add(&v, hex[b], TT_BYTE, 0);
+        tiny_vocab_add(&v, hex[b], TT_BYTE, 0);
     }
-    tok_fz_add(&v, "\xe2\x96\x81", TT_NORMAL, -10);
-    tok_fz_add(&v, "a", TT_NORMAL, -11);
-    tok_fz_add(&v, "b", TT_NORMAL, -12);
-    tok_fz_add(&v, "\xc3\xa9", TT_NORMAL, -13); /* é */
-    tok_fz_add(&v, "\xe2\x96\x81" "a", TT_NORMAL, -1);
-    tok_fz_add(&v, "ab", TT_NORMAL, -2);
-    tok_fz_add(&v, "\xe2\x96\x81" "ab", TT_NORMAL, -3);
-    tok_fz_add(&v, "\xe2\x96\x81\xe2\x96\x81", TT_NORMAL, -4);
-    tok_fz_add(&v, "<u>", TT_USER, 0);
-    tok_spec s = tok_fz_spec(&v, "llama", NULL);
+    tiny_vocab_add(&v, "\xe2\x96\x81", TT_NORMAL, -10);
+    tiny_vocab_add(&v, "a", TT_NORMAL, -11);
+    tiny_vocab_add(&v, "b", TT_NORMAL, -12);
+    tiny_vocab_add(&v, "\xc3\xa9", TT_NORMAL, -13); /* é */
+    tiny_vocab_add(&v, "\xe2\x96\x81" "a", TT_NORMAL, -1);
+    tiny_vocab_add(&v, "ab", TT_NORMAL, -2);
+    tiny_vocab_add(&v, "\xe2\x96\x81" "ab", TT_NORMAL, -3);
+    tiny_vocab_add(&v, "\xe2\x96\x81\xe2\x96\x81", TT_NORMAL, -4);
+    tiny_vocab_add(&v, "<u>", TT_USER, 0);
+    tok_spec s = tiny_vocab_spec(&v, "fuzz-vocab", "llama", NULL);
     tok_fz[5] = tok_fz_build(&s);
 
     memset(&w, 0, sizeof w);
-    tok_fz_add(&w, "<unk>", TT_UNKNOWN, 0);
-    tok_fz_add(&w, "<s>", TT_CONTROL, 0);
-    tok_fz_add(&w, "</s>", TT_CONTROL, 0);
-    tok_fz_add(&w, "\xe2\x96\x81", TT_NORMAL, -10);
-    tok_fz_add(&w, "a", TT_NORMAL, -11);
-    tok_fz_add(&w, "b", TT_NORMAL, -12);
-    tok_fz_add(&w, " ", TT_NORMAL, -20); /* a literal space token: never produced */
-    tok_fz_add(&w, "ab", TT_NORMAL, -2);
-    tok_fz_add(&w, "\xe2\x96\x81" "b", TT_NORMAL, -3);
-    s = tok_fz_spec(&w, "llama", NULL);
+    tiny_vocab_add(&w, "<unk>", TT_UNKNOWN, 0);
+    tiny_vocab_add(&w, "<s>", TT_CONTROL, 0);
+    tiny_vocab_add(&w, "</s>", TT_CONTROL, 0);
+    tiny_vocab_add(&w, "\xe2\x96\x81", TT_NORMAL, -10);
+    tiny_vocab_add(&w, "a", TT_NORMAL, -11);
+    tiny_vocab_add(&w, "b", TT_NORMAL, -12);
+    tiny_vocab_add(&w, " ", TT_NORMAL, -20); /* a literal space token: never produced */
+    tiny_vocab_add(&w, "ab", TT_NORMAL, -2);
+    tiny_vocab_add(&w, "\xe2\x96\x81" "b", TT_NORMAL, -3);
+    s = tiny_vocab_spec(&w, "fuzz-vocab", "llama", NULL);
     s.add_space_prefix = 0;
     s.add_bos = 0;
     tok_fz[6] = tok_fz_build(&s);

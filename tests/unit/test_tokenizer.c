@@ -17,6 +17,7 @@
 #include "check.h"
 #include "harness/engine/tok_internal.h"
 #include "harness/engine/unicode.h"
+#include "tests/unit/tiny_vocab.h"
 
 static void test_unicode(void) {
     static const struct {
@@ -135,47 +136,6 @@ static void test_pretokenizers(void) {
     }
 }
 
-/* ---- tiny vocabularies ---- */
-
-typedef struct vocab {
-    const char *tok[300];
-    uint32_t len[300];
-    int32_t type[300];
-    float score[300];
-    int n;
-    const char *merges[16];
-    uint32_t mlen[16];
-    int nm;
-} vocab;
-
-static int add(vocab *v, const char *s, int type, float score) {
-    v->tok[v->n] = s;
-    v->len[v->n] = (uint32_t)strlen(s);
-    v->type[v->n] = type;
-    v->score[v->n] = score;
-    return v->n++;
-}
-
-static tok_spec spec_of(vocab *v, const char *model, const char *pre) {
-    tok_spec s;
-    memset(&s, 0, sizeof s);
-    s.where = "test.gguf";
-    s.model = model;
-    s.pre = pre;
-    s.n_vocab = v->n;
-    s.tokens = v->tok;
-    s.token_lens = v->len;
-    s.types = v->type;
-    s.scores = v->score;
-    for (int i = 0; i < v->nm; i++) v->mlen[i] = (uint32_t)strlen(v->merges[i]);
-    s.n_merges = v->nm;
-    s.merges = v->merges;
-    s.merge_lens = v->mlen;
-    s.bos = s.eos = s.unk = s.pad = -2;
-    s.add_bos = s.add_eos = s.add_space_prefix = -1;
-    return s;
-}
-
 static char g_ids[512];
 static const char *enc(const kb_tokenizer *t, const char *text, int special, int bos) {
     int32_t *ids;
@@ -194,25 +154,25 @@ static void test_bpe(void) {
     /* Byte-level vocab: the 256 byte characters (ids 0..255 in byte order),
      * then merged tokens. Merges by rank: "b c" (0), "a b" (1), "a bc" (2),
      * "ab c" (3). For "abc", rank 0 fires first: a|bc, then "a bc" -> abc. */
-    static vocab v;
+    static tiny_vocab v;
     memset(&v, 0, sizeof v);
     uint32_t m[256];
     bpe_bytes_to_unicode(m);
     for (int b = 0; b < 256; b++) {
         int k = utf8_encode(m[b], g_byte_tok[b]);
         g_byte_tok[b][k] = 0;
-        add(&v, g_byte_tok[b], TT_NORMAL, 0);
+        tiny_vocab_add(&v, g_byte_tok[b], TT_NORMAL, 0);
     }
-    int ab = add(&v, "ab", TT_NORMAL, 0), bc = add(&v, "bc", TT_NORMAL, 0);
-    int abc = add(&v, "abc", TT_NORMAL, 0);
-    int ctl = add(&v, "<|x|>", TT_CONTROL, 0), usr = add(&v, "<u>", TT_USER, 0);
-    int eot = add(&v, "<|im_end|>", TT_NORMAL, 0); /* EOG text: promoted to control */
+    int ab = tiny_vocab_add(&v, "ab", TT_NORMAL, 0), bc = tiny_vocab_add(&v, "bc", TT_NORMAL, 0);
+    int abc = tiny_vocab_add(&v, "abc", TT_NORMAL, 0);
+    int ctl = tiny_vocab_add(&v, "<|x|>", TT_CONTROL, 0), usr = tiny_vocab_add(&v, "<u>", TT_USER, 0);
+    int eot = tiny_vocab_add(&v, "<|im_end|>", TT_NORMAL, 0); /* EOG text: promoted to control */
     v.merges[v.nm++] = "b c";
     v.merges[v.nm++] = "a b";
     v.merges[v.nm++] = "a bc";
     v.merges[v.nm++] = "ab c";
     v.merges[v.nm++] = "x zz"; /* names a missing token: skipped with a warning */
-    tok_spec s = spec_of(&v, "gpt2", "gpt2");
+    tok_spec s = tiny_vocab_spec(&v, "test.gguf", "gpt2", "gpt2");
     s.eos = eot;
     kb_tokenizer *t;
     kb_err err = {0};
@@ -257,24 +217,24 @@ static void test_bpe(void) {
     tokenizer_free(t);
 
     /* errors */
-    tok_spec e = spec_of(&v, "gpt2", "no-such-pre");
+    tok_spec e = tiny_vocab_spec(&v, "test.gguf", "gpt2", "no-such-pre");
     CHECK_EQ_INT(tokenizer_build(&e, &t, &err), KB_EINPUT);
     CHECK(strstr(err.msg, "no-such-pre") && strstr(err.msg, "llama-bpe") && strstr(err.msg, "test.gguf"));
-    e = spec_of(&v, "bert", "gpt2");
+    e = tiny_vocab_spec(&v, "test.gguf", "bert", "gpt2");
     CHECK_EQ_INT(tokenizer_build(&e, &t, &err), KB_EINPUT);
     CHECK(strstr(err.msg, "bert") != NULL);
-    e = spec_of(&v, "gpt2", "gpt2");
+    e = tiny_vocab_spec(&v, "test.gguf", "gpt2", "gpt2");
     e.n_merges = 0;
     CHECK_EQ_INT(tokenizer_build(&e, &t, &err), KB_EINPUT);
     CHECK(strstr(err.msg, "tokenizer.ggml.merges") != NULL);
-    e = spec_of(&v, "gpt2", "gpt2");
+    e = tiny_vocab_spec(&v, "test.gguf", "gpt2", "gpt2");
     e.bos = v.n;
     CHECK_EQ_INT(tokenizer_build(&e, &t, &err), KB_EINPUT);
     CHECK(strstr(err.msg, "bos_token_id") != NULL);
-    e = spec_of(&v, "gpt2", "llama-bpe"); /* llama3 wants BOS by default but has none */
+    e = tiny_vocab_spec(&v, "test.gguf", "gpt2", "llama-bpe"); /* llama3 wants BOS by default but has none */
     CHECK_EQ_INT(tokenizer_build(&e, &t, &err), KB_EINPUT);
     /* missing pre: default with a warning */
-    e = spec_of(&v, "gpt2", NULL);
+    e = tiny_vocab_spec(&v, "test.gguf", "gpt2", NULL);
     CHECK_EQ_INT(tokenizer_build(&e, &t, &err), 0);
     if (t) CHECK_STREQ(tokenizer_pre_name(t), "default");
     tokenizer_free(t);
@@ -285,23 +245,23 @@ static void test_spm(void) {
      * "ab" (-2), so "ab" -> ▁ a b -> ▁a b; then "▁ab" (-3) merges ▁a + b.
      * "abb" -> ▁ab b ("bb" is no token). Without the space prefix "ab" is
      * the token ab. 'é' is not in the vocab -> bytes <0xC3> <0xA9>. */
-    static vocab v;
+    static tiny_vocab v;
     memset(&v, 0, sizeof v);
-    int unk = add(&v, "<unk>", TT_UNKNOWN, 0);
-    int bos = add(&v, "<s>", TT_CONTROL, 0);
-    int eos = add(&v, "</s>", TT_CONTROL, 0);
+    int unk = tiny_vocab_add(&v, "<unk>", TT_UNKNOWN, 0);
+    int bos = tiny_vocab_add(&v, "<s>", TT_CONTROL, 0);
+    int eos = tiny_vocab_add(&v, "</s>", TT_CONTROL, 0);
     static char hex[256][8];
     for (int b = 0; b < 256; b++) {
         sprintf(hex[b], "<0x%02X>", b);
-        add(&v, hex[b], TT_BYTE, 0);
+        tiny_vocab_add(&v, hex[b], TT_BYTE, 0);
     }
-    int sp = add(&v, "\xe2\x96\x81", TT_NORMAL, -10);
-    int a = add(&v, "a", TT_NORMAL, -11), b = add(&v, "b", TT_NORMAL, -12);
-    int sa = add(&v, "\xe2\x96\x81" "a", TT_NORMAL, -1);
-    int ab = add(&v, "ab", TT_NORMAL, -2);
-    int sab = add(&v, "\xe2\x96\x81" "ab", TT_NORMAL, -3);
+    int sp = tiny_vocab_add(&v, "\xe2\x96\x81", TT_NORMAL, -10);
+    int a = tiny_vocab_add(&v, "a", TT_NORMAL, -11), b = tiny_vocab_add(&v, "b", TT_NORMAL, -12);
+    int sa = tiny_vocab_add(&v, "\xe2\x96\x81" "a", TT_NORMAL, -1);
+    int ab = tiny_vocab_add(&v, "ab", TT_NORMAL, -2);
+    int sab = tiny_vocab_add(&v, "\xe2\x96\x81" "ab", TT_NORMAL, -3);
     (void)a;
-    tok_spec s = spec_of(&v, "llama", NULL);
+    tok_spec s = tiny_vocab_spec(&v, "test.gguf", "llama", NULL);
     kb_tokenizer *t;
     kb_err err = {0};
     CHECK_EQ_INT(tokenizer_build(&s, &t, &err), 0);
