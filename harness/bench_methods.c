@@ -65,12 +65,15 @@
 
 extern char **environ;
 
+/* hand-overs per repetition of machine_handover_ns: ~0.6-3.4 ms at 60-340 ns */
+#define HANDOVER_TRIPS 10000
+
 const char *const kb_latency_cols[] = {
     "method",          "label",          "params",           "budget",
     "budget_mode",     "context",        "decode_tokens",    "reps",
     "rounds",          "fill",            "threads",        "decode_ms_per_token", "attn_ms_per_token",
     "select_ms_per_token", "upkeep_ms_per_token", "weight_bytes_per_step", "kv_bytes_read_per_step",
-    "bytes_read_per_step", "gbps",   "bw_fraction",      "read_bw_gbps",
+    "bytes_read_per_step", "gbps",   "bw_fraction",      "read_bw_gbps",   "handover_ns",
     "attn_gbps",       "attn_bw_fraction",
     "tokens_resident", "accountant_T",   "kv_bytes_resident", "peak_rss_bytes",
     "speedup_vs_full"};
@@ -536,7 +539,7 @@ static char *cell_spec(const kb_lat_opts *o, const kb_cell *cell, kb_fill fill, 
  * round (peak RSS: the largest); the speedup is filled in later. med: 4R
  * doubles of scratch. Returns the row's values. */
 static cell_out cell_row(kb_table *t, const kb_lat_opts *o, const kb_cell *cell, const cell_out *out,
-                         int R, kb_fill fill, double bw, const double *bws, double *med) {
+                         int R, kb_fill fill, double bw, const double *bws, double handover, double *med) {
     cell_out co = out[R - 1];
     for (int k = 0; k < R; k++) {
         med[k] = out[k].decode_s;
@@ -555,7 +558,7 @@ static cell_out cell_row(kb_table *t, const kb_lat_opts *o, const kb_cell *cell,
     for (int k = 0; k < R; k++) med[k] = out[k].attn_s > 0 ? out[k].kv_read / out[k].attn_s / 1e9 / bws[k] : 0;
     double attn_frac = bench_median(med, R), attn_gbps = co.attn_s > 0 ? co.kv_read / co.attn_s / 1e9 : 0;
     double bytes = co.weight_bytes + co.kv_read, gbps = bytes / co.decode_s / 1e9;
-    char v[28][64];
+    char v[29][64];
     snprintf(v[0], 64, "%s", cell->p.ops->name);
     snprintf(v[1], 64, "%s", cell->p.label);
     fmtd(v[3], 64, "%.0f", cell->p.budget > 0 ? cell->p.budget : -1);
@@ -576,15 +579,16 @@ static cell_out cell_row(kb_table *t, const kb_lat_opts *o, const kb_cell *cell,
     snprintf(v[18], 64, "%.3f", gbps);
     snprintf(v[19], 64, "%.4f", gbps / bw);
     snprintf(v[20], 64, "%.3f", bw);
-    snprintf(v[21], 64, "%.3f", attn_gbps);
-    snprintf(v[22], 64, "%.4f", attn_frac);
-    snprintf(v[23], 64, "%.2f", co.res_tok);
-    fmtd(v[24], 64, "%.0f", co.T > 0 ? co.T : -1);
-    snprintf(v[25], 64, "%.0f", co.res_bytes);
-    fmtd(v[26], 64, "%.0f", co.peak_rss);
-    v[27][0] = 0; /* speedup: once the context's full cell has run */
-    const char *vals[28];
-    for (int k = 0; k < 28; k++) vals[k] = v[k];
+    fmtd(v[21], 64, "%.1f", handover > 0 ? handover : -1); /* empty: not measured (one thread or CPU) */
+    snprintf(v[22], 64, "%.3f", attn_gbps);
+    snprintf(v[23], 64, "%.4f", attn_frac);
+    snprintf(v[24], 64, "%.2f", co.res_tok);
+    fmtd(v[25], 64, "%.0f", co.T > 0 ? co.T : -1);
+    snprintf(v[26], 64, "%.0f", co.res_bytes);
+    fmtd(v[27], 64, "%.0f", co.peak_rss);
+    v[28][0] = 0; /* speedup: once the context's full cell has run */
+    const char *vals[29];
+    for (int k = 0; k < 29; k++) vals[k] = v[k];
     vals[2] = cell->params_json;
     table_add(t, vals);
     return co;
@@ -722,10 +726,13 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
         W = KB_MAX(W, p->window ? p->window : p->ops->window_default);
     }
     if (o->threads) bench_set_threads(o->threads);
-    double bw = machine_read_bandwidth((size_t)1 << 30, 5);
-    if (!o->quiet)
-        fprintf(stderr, "kvbench %s: measured read bandwidth %.2f GB/s (%d threads)\n", o->cmd, bw,
-                kb_pool_threads());
+    double bw = machine_read_bandwidth((size_t)1 << 30, 5), ho = machine_handover_ns(HANDOVER_TRIPS, 5);
+    if (!o->quiet) {
+        char hs[64] = "";
+        if (ho > 0) snprintf(hs, sizeof hs, ", hand-over round trip %.0f ns", ho);
+        fprintf(stderr, "kvbench %s: measured read bandwidth %.2f GB/s (%d threads)%s\n", o->cmd, bw,
+                kb_pool_threads(), hs);
+    }
     char snapdir[1100] = "";
     int rc = 0;
     if (fill == KB_FILL_PREFILL) {
@@ -757,8 +764,9 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
      * ratio together) */
     const int R = o->rounds > 0 ? o->rounds : 1;
     cell_out *outs = KB_CALLOC((size_t)n_cells * R, sizeof *outs);
-    double *med = KB_MALLOC(4 * (size_t)R * sizeof(double)), *bws = KB_MALLOC((size_t)R * sizeof(double));
-    const double bw0 = bw;
+    double *med = KB_MALLOC(4 * (size_t)R * sizeof(double)), *bws = KB_MALLOC((size_t)R * sizeof(double)),
+           *hos = KB_MALLOC((size_t)R * sizeof(double));
+    const double bw0 = bw, ho0 = ho;
     for (int ci = 0; ci < nctx && !rc; ci++) {
         int row0 = t.nrow, full_c = -1;
         for (int c = 0; c < n_cells && full_c < 0; c++)
@@ -767,9 +775,12 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
             /* with rounds, the bandwidth too: once per round (the first round of
              * the first context uses the run's), the rows take the median */
             bws[rd] = R > 1 && (ci || rd) ? machine_read_bandwidth((size_t)1 << 30, 5) : bw0;
+            hos[rd] = R > 1 && (ci || rd) ? machine_handover_ns(HANDOVER_TRIPS, 5) : ho0;
             if (rd == R - 1) {
                 memcpy(med, bws, (size_t)R * sizeof(double));
                 bw = bench_median(med, R);
+                memcpy(med, hos, (size_t)R * sizeof(double));
+                ho = bench_median(med, R);
             }
             for (int c = 0; c < n_cells && !rc; c++) {
                 const kb_cell *cell = &cells[c];
@@ -790,14 +801,17 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
                 if (R > 1 && !o->quiet) { /* each round's time (the medians below are of these) */
                     char bud[32] = "";
                     if (cell->p.budget > 0) snprintf(bud, sizeof bud, "/%d", cell->p.budget);
+                    char hs[48] = "";
+                    if (hos[rd] > 0) snprintf(hs, sizeof hs, ", hand-over %.0f ns", hos[rd]);
                     fprintf(stderr,
                             "kvbench %s: context %d round %d: %s%s decode %.4f ms/token, attention %.6f ms/token (read "
-                            "bandwidth %.2f GB/s)\n",
-                            o->cmd, ctx[ci], rd + 1, cell->p.label, bud, cr->decode_s * 1e3, cr->attn_s * 1e3, bws[rd]);
+                            "bandwidth %.2f GB/s%s)\n",
+                            o->cmd, ctx[ci], rd + 1, cell->p.label, bud, cr->decode_s * 1e3, cr->attn_s * 1e3, bws[rd],
+                            hs);
                 }
                 if (rd < R - 1) continue;
                 /* the cell's last round: its row */
-                cell_out co = cell_row(&t, o, cell, outs + (size_t)c * R, R, fill, bw, bws, med);
+                cell_out co = cell_row(&t, o, cell, outs + (size_t)c * R, R, fill, bw, bws, ho, med);
                 double gbps = (co.weight_bytes + co.kv_read) / co.decode_s / 1e9;
                 if (!o->quiet) {
                     printf("%-14s %6s %7.0f %9.3f %8.3f %8.3f %8.2f %6.0f%% %10.1f %9.1f\n", cell->p.label,
@@ -838,6 +852,7 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
                 if (model_json) cJSON_AddItemToObject(r, "model", cJSON_Duplicate(model_json, 1));
                 cJSON_AddItemToObject(r, "machine", runinfo_machine_json());
                 cJSON_AddNumberToObject(r, "read_bandwidth_gbps", bw);
+                if (ho > 0) cJSON_AddNumberToObject(r, "handover_ns", ho);
                 cJSON_AddStringToObject(r, "kernels", kernels_get()->name);
                 cJSON_AddStringToObject(r, "matvec", kb_matvec_mode_name(kb_matvec_mode()));
                 cJSON_AddStringToObject(r, "kv_dtype", kb_dtype_name(o->kv));
@@ -862,6 +877,7 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
     free(outs);
     free(med);
     free(bws);
+    free(hos);
     if (snapdir[0]) remove_snapshots(snapdir, ctx, nctx);
     if (!rc && o->out_dir && !o->quiet)
         fprintf(stderr, "kvbench %s: wrote %s/latency.csv\n", o->cmd, o->out_dir);

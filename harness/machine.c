@@ -4,6 +4,8 @@
 #include <cblas.h>
 #include <immintrin.h>
 #include <omp.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,6 +110,65 @@ double machine_read_bandwidth(size_t bytes, int reps) {
     free(t);
     kb_afree(buf);
     return (double)n * sizeof(float) / med / 1e9;
+}
+
+/* the hand-over counter: thread 0 writes 2i + 1, thread 1 answers 2i + 2;
+ * HANDOVER_STOP ends thread 1's wait early */
+#define HANDOVER_STOP (-1L)
+static _Alignas(64) _Atomic long handover_turn;
+
+double machine_handover_ns(int trips, int reps) {
+    cpu_set_t cpus;
+    if (trips < 1 || reps < 1 || omp_get_max_threads() < 2) return 0;
+    if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) < 2) return 0;
+    double *t = KB_MALLOC((size_t)reps * sizeof(double));
+    int ok = 1;
+    for (int r = 0; r < reps && ok; r++) {
+        atomic_store(&handover_turn, 0);
+        long done = 0;
+        double dt = 0;
+        int team = 0;
+#pragma omp parallel num_threads(2)
+        {
+#pragma omp single
+            team = omp_get_num_threads();
+            /* (the single's implied barrier: both threads start together) */
+            if (team == 2 && omp_get_thread_num() == 0) {
+                double t0 = kb_now(), limit = 0.02;
+                long i = 0;
+                for (; i < trips; i++) {
+                    atomic_store_explicit(&handover_turn, 2 * i + 1, memory_order_release);
+                    while (atomic_load_explicit(&handover_turn, memory_order_acquire) != 2 * i + 2) {
+                    }
+                    if ((i & 255) == 255 && kb_now() - t0 > limit) {
+                        i++;
+                        break;
+                    }
+                }
+                dt = kb_now() - t0;
+                done = i;
+                atomic_store_explicit(&handover_turn, HANDOVER_STOP, memory_order_release);
+            } else if (team == 2) {
+                for (long i = 0;; i++) {
+                    long v;
+                    while ((v = atomic_load_explicit(&handover_turn, memory_order_acquire)) != 2 * i + 1 &&
+                           v != HANDOVER_STOP) {
+                    }
+                    if (v == HANDOVER_STOP) break;
+                    atomic_store_explicit(&handover_turn, 2 * i + 2, memory_order_release);
+                }
+            }
+        }
+        if (team != 2 || done < 1) ok = 0;
+        else t[r] = dt / (double)done * 1e9;
+    }
+    double med = 0;
+    if (ok) {
+        qsort(t, (size_t)reps, sizeof *t, cmp_d);
+        med = t[reps / 2];
+    }
+    free(t);
+    return med;
 }
 
 double machine_sgemm_gflops(int m, int n, int k, int reps) {

@@ -19,6 +19,15 @@ void machine_describe(kb_machine *m);
 /* Read bandwidth in GB/s (1e9 bytes/s): median of `reps` passes over a
  * buffer of `bytes` (much larger than the caches), all threads reading. */
 double machine_read_bandwidth(size_t bytes, int reps);
+/* How long one cache line takes to go from one thread to another and back,
+ * in ns: the median over `reps` of the mean round trip of `trips` hand-overs
+ * between two OpenMP threads (scripts/microbench/core_pingpong.c's
+ * measurement, unpinned). Every value one decode thread makes and the other
+ * reads pays half of it, so it tells where the host has put a VM's vCPUs
+ * (PERFORMANCE.md, latency.csv's `handover_ns`). Each repetition stops after
+ * ~20 ms, so an oversubscribed machine cannot stall it. 0 when fewer than
+ * two threads or CPUs are available. */
+double machine_handover_ns(int trips, int reps);
 /* OpenBLAS sgemm rate in GFLOP/s for C[m][n] = A[m][k] B^T: median of reps. */
 double machine_sgemm_gflops(int m, int n, int k, int reps);
 /* Peak resident set size of this process in bytes. */

@@ -98,6 +98,24 @@ def test_bench_methods_table(kvbench_bin, tmp_path):
     run = json.loads((out / "run.json").read_text())
     assert run["kind"] == "bench_methods" and run["status"] == "done"
     assert run["read_bandwidth_gbps"] > 0 and run["contexts"] == [600, 300]
+    # the cross-core hand-over: measured when the run has two threads and two
+    # CPUs to put them on, a plausible round trip (a cache line between two
+    # cores: tens of ns to a few us on a busy VM; under 1 ms even when the
+    # test machine is oversubscribed); empty otherwise
+    measurable = run["machine"]["threads"] >= 2 and len(os.sched_getaffinity(0)) >= 2
+    for r in rows:
+        if measurable:
+            assert 1 <= float(r["handover_ns"]) < 1e6, r["handover_ns"]
+        else:
+            assert r["handover_ns"] == ""
+    assert ("handover_ns" in run) == measurable
+    one = tmp_path / "one"
+    p = bench(kvbench_bin, "-m", "synthetic:smollm2-135m", "--contexts", "300", "--methods", "full",
+              "--decode-tokens", 2, "--reps", 1, "--threads", 1, "--out", one)
+    assert p.returncode == 0, p.stderr
+    assert [r["handover_ns"] for r in read(one / "latency.csv")] == [""]
+    assert "handover_ns" not in json.loads((one / "run.json").read_text())
+    assert "hand-over" not in p.stderr
 
 
 def test_bench_methods_sparq_resident(kvbench_bin, tmp_path):
@@ -174,11 +192,22 @@ def test_bench_methods_rounds(kvbench_bin, tmp_path):
     # fraction lies between its values at the ends of those rounding
     # intervals, and so does the median of three (monotone in each); the
     # column itself has 4 decimals, +-5e-5
-    att = {}
+    att, hand = {}, {}
     for m in re.finditer(r"context 300 round (\d): (\w+)(?:/64)? decode [\d.]+ ms/token, attention ([\d.]+) "
-                         r"ms/token \(read bandwidth ([\d.]+) GB/s\)", p3.stderr):
+                         r"ms/token \(read bandwidth ([\d.]+) GB/s(?:, hand-over (\d+) ns)?\)", p3.stderr):
         att.setdefault(m.group(2), []).append((float(m.group(3)), float(m.group(4))))
+        hand.setdefault(m.group(2), []).append(m.group(5))
     assert sorted(att) == ["full", "rocketkv"] and all(len(v) == 3 for v in att.values())
+    # handover_ns: the median over the rounds of the round trip measured with
+    # each round's bandwidth, printed there to 1 ns (so +-0.5, and 0.05 for the
+    # column's one decimal); absent from the lines and empty in the column
+    # where it cannot be measured (one thread or one CPU)
+    for label, r in three.items():
+        if hand[label][0] is None:
+            assert all(h is None for h in hand[label]) and r["handover_ns"] == ""
+        else:
+            med = sorted(float(h) for h in hand[label])[1]
+            assert abs(float(r["handover_ns"]) - med) <= 0.55
     for label, r in three.items():
         kv = float(r["kv_bytes_read_per_step"])
         lo = sorted(kv / ((a + 5e-7) * 1e6) / (bw + 5e-3) for a, bw in att[label])[1]
