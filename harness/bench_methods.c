@@ -772,8 +772,9 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
         for (int c = 0; c < n_cells && full_c < 0; c++)
             if (!strcmp(cells[c].p.ops->name, "full")) full_c = c;
         for (int rd = 0; rd < R && !rc; rd++) {
-            /* with rounds, the bandwidth too: once per round (the first round of
-             * the first context uses the run's), the rows take the median */
+            /* with rounds, the bandwidth and the hand-over too: once per round
+             * (the first round of the first context uses the run's), the rows
+             * take the medians */
             bws[rd] = R > 1 && (ci || rd) ? machine_read_bandwidth((size_t)1 << 30, 5) : bw0;
             hos[rd] = R > 1 && (ci || rd) ? machine_handover_ns(HANDOVER_TRIPS, 5) : ho0;
             if (rd == R - 1) {
