@@ -65,8 +65,13 @@
 
 extern char **environ;
 
-/* hand-overs per repetition of machine_handover_ns: ~0.6-3.4 ms at 60-340 ns */
-#define HANDOVER_TRIPS 10000
+/* The machine's state for a round: read bandwidth (GB/s) and the cross-core
+ * hand-over round trip (ns; 0 if not measurable), 10,000 hand-overs a
+ * repetition (~0.6-3.4 ms at 60-340 ns). */
+static void probe_machine(double *bw, double *ho) {
+    *bw = machine_read_bandwidth((size_t)1 << 30, 5);
+    *ho = machine_handover_ns(10000, 5);
+}
 
 const char *const kb_latency_cols[] = {
     "method",          "label",          "params",           "budget",
@@ -726,7 +731,8 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
         W = KB_MAX(W, p->window ? p->window : p->ops->window_default);
     }
     if (o->threads) bench_set_threads(o->threads);
-    double bw = machine_read_bandwidth((size_t)1 << 30, 5), ho = machine_handover_ns(HANDOVER_TRIPS, 5);
+    double bw, ho;
+    probe_machine(&bw, &ho);
     if (!o->quiet) {
         char hs[64] = "";
         if (ho > 0) snprintf(hs, sizeof hs, ", hand-over round trip %.0f ns", ho);
@@ -775,8 +781,8 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
             /* with rounds, the bandwidth and the hand-over too: once per round
              * (the first round of the first context uses the run's), the rows
              * take the medians */
-            bws[rd] = R > 1 && (ci || rd) ? machine_read_bandwidth((size_t)1 << 30, 5) : bw0;
-            hos[rd] = R > 1 && (ci || rd) ? machine_handover_ns(HANDOVER_TRIPS, 5) : ho0;
+            if (R > 1 && (ci || rd)) probe_machine(&bws[rd], &hos[rd]);
+            else bws[rd] = bw0, hos[rd] = ho0;
             if (rd == R - 1) {
                 memcpy(med, bws, (size_t)R * sizeof(double));
                 bw = bench_median(med, R);
