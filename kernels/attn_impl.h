@@ -7,6 +7,16 @@
 
 #include "kernels/kvstream.h"
 
+/* How kb_cpu_attn_dense_heads splits the dense decode attention over the
+ * pool (dec_run in kernels/cpu/attn_cpu.c): chunks of DEC_CHUNK slots of one
+ * head, each pool task a span of consecutive chunks, about DEC_TASKS tasks
+ * per participant (load balance vs stream length). Here so that
+ * scripts/microbench/attn_pf.c's plain read splits its bytes the same way. */
+#define DEC_CHUNK 256
+#ifndef DEC_TASKS
+#define DEC_TASKS 4
+#endif
+
 void kb_ref_attn_dense(const float *q, int G, const kb_kvstream *s, int n, float scale,
                        float *out);
 void kb_ref_attn_causal(const float *Q, int nq, int ldq, int G, const kb_kvstream *s,

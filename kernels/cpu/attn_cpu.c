@@ -33,11 +33,9 @@
 
 /* ================================================================ decode */
 
-#define DEC_CHUNK 256          /* slots per work chunk of the pool */
+/* DEC_CHUNK (slots per work chunk of the pool) and DEC_TASKS (pool tasks
+ * per participant): kernels/attn_impl.h */
 #define DEC_PAR_BYTES (64 << 10) /* K+V bytes below which one thread does a call */
-#ifndef DEC_TASKS
-#define DEC_TASKS 4 /* pool tasks per participant (load balance vs stream length) */
-#endif
 #ifndef DEC_PF_BYTES
 #define DEC_PF_BYTES 4096      /* software prefetch distance in each of the K and V streams */
 #endif

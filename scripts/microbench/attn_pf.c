@@ -12,7 +12,7 @@
  * after a 96 MB read per round); QK=1 for qk_scores (K only) instead of
  * dense attention; PLAIN=1 (dense attention only) also times, in each round,
  * a plain sum of the same K and V bytes split over the pool as the dense
- * attention splits them (tasks of consecutive 256-row chunks, K and V read
+ * attention splits them (tasks of consecutive DEC_CHUNK-row chunks, K and V read
  * 16 rows at a time in turn): what the memory gives that access pattern.
  * Prints the median and min per distance
  * (ms by kb_now, the monotonic clock; GB/s of K+V). Not part of the build or the tests. */
@@ -20,13 +20,14 @@
 #include <stdlib.h>
 #include <math.h>
 #include <string.h>
+#include "kernels/attn_impl.h"
 #include "kernels/kernels.h"
 #include "kernels/kvstream.h"
 #include "kernels/pool.h"
 int kb_pf_rows = 12; /* DEC_PF_ROWS2 / DEC_PF_BYTES of the attn_cpu.c built beside this file */
-/* PLAIN=1: one layer's plain read, as dec_run in kernels/cpu/attn_cpu.c
- * splits the dense attention (DEC_CHUNK 256 rows a chunk, DEC_TASKS 4 tasks
- * per thread, each task a span of consecutive chunks) */
+/* PLAIN=1: one layer's plain read, split as dec_run in kernels/cpu/attn_cpu.c
+ * splits the dense attention (DEC_CHUNK rows a chunk, about DEC_TASKS tasks
+ * per thread, each task a span of consecutive chunks: kernels/attn_impl.h) */
 typedef float v16 __attribute__((vector_size(64)));
 typedef struct { const kb_kvstream *s; int H, per_head, nch, span; v16 acc[64]; } plain_job;
 static void plain_task(void *p, int t, int worker) {
@@ -34,7 +35,7 @@ static void plain_task(void *p, int t, int worker) {
     v16 a = {0}, b = {0};
     for (int c = t * J->span; c < (t + 1) * J->span && c < J->nch; c++) {
         const kb_kvstream *s = &J->s[c / J->per_head];
-        int j0 = (c % J->per_head) * 256, j1 = j0 + 256 < s->n ? j0 + 256 : s->n;
+        int j0 = (c % J->per_head) * DEC_CHUNK, j1 = j0 + DEC_CHUNK < s->n ? j0 + DEC_CHUNK : s->n;
         size_t row = (size_t)s->D * kb_dtype_size(s->dtype);
         for (int j = j0; j < j1; j += 16) {
             size_t bytes = (size_t)((j + 16 < j1 ? j + 16 : j1) - j) * row;
@@ -47,9 +48,9 @@ static void plain_task(void *p, int t, int worker) {
 }
 static void plain_layer(plain_job *J, const kb_kvstream *s) {
     J->s = s;
-    J->per_head = (s[0].n + 255) / 256;
+    J->per_head = (s[0].n + DEC_CHUNK - 1) / DEC_CHUNK;
     J->nch = J->H * J->per_head;
-    J->span = J->nch / (4 * kb_pool_threads()) > 1 ? J->nch / (4 * kb_pool_threads()) : 1;
+    J->span = J->nch / (DEC_TASKS * kb_pool_threads()) > 1 ? J->nch / (DEC_TASKS * kb_pool_threads()) : 1;
     kb_pool_run((J->nch + J->span - 1) / J->span, plain_task, J);
 }
 static int cmpd(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return x < y ? -1 : x > y; }
