@@ -164,8 +164,11 @@ int bench_engine(int argc, char **argv) {
            m->path, m->name, hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim,
            m->weight_bytes / 1e6, kb_dtype_name(kv), kv_tok / 1024.0);
     double bw = machine_read_bandwidth((size_t)1 << 30, 5);
+    double ho = machine_handover_ns(10000, 5); /* as bench methods: 0 with one thread or CPU */
     double sg = machine_sgemm_gflops(512, hp->n_ff, hp->n_embd, 5);
-    printf("measured: read bandwidth %.2f GB/s; sgemm [512 x %d x %d] %.1f GFLOP/s\n\n", bw,
+    char hs[64] = "";
+    if (ho > 0) snprintf(hs, sizeof hs, "; hand-over round trip %.0f ns", ho);
+    printf("measured: read bandwidth %.2f GB/s%s; sgemm [512 x %d x %d] %.1f GFLOP/s\n\n", bw, hs,
            hp->n_ff, hp->n_embd, sg);
 
     int32_t *tok = KB_MALLOC((size_t)maxlen * sizeof(int32_t));

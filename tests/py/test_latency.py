@@ -118,6 +118,30 @@ def test_bench_methods_table(kvbench_bin, tmp_path):
     assert "hand-over" not in p.stderr
 
 
+def test_bench_engine_report(kvbench_bin):
+    """bench engine's report: a row per prefill length and decode context,
+    and the machine measured in the same process (read bandwidth, sgemm, and
+    the cross-core hand-over when the run has two threads on two CPUs, as in
+    bench methods; under 1 ms even on an oversubscribed test machine)."""
+    args = [kvbench_bin, "bench", "engine", "-m", "synthetic:smollm2-135m", "--prefill", "16",
+            "--decode-ctx", "32,24", "--decode-tokens", "2", "--reps", "1"]
+    for threads in ("2", "1"):
+        p = subprocess.run(args + ["--threads", threads], capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        m = re.search(r"^measured: read bandwidth ([\d.]+) GB/s(?:; hand-over round trip (\d+) ns)?; "
+                      r"sgemm \[512 x 1536 x 576\] ([\d.]+) GFLOP/s$", p.stdout, re.M)
+        assert m, p.stdout
+        assert float(m[1]) > 0 and float(m[3]) > 0
+        if threads == "2" and len(os.sched_getaffinity(0)) >= 2:
+            assert m[2] is not None and 1 <= int(m[2]) < 1e6, p.stdout
+        else:
+            assert m[2] is None and "hand-over" not in p.stdout, p.stdout
+        assert re.search(r"^16 +[\d.]+ +[\d.]+ +[\d.]+ +\d+%$", p.stdout, re.M), p.stdout
+        # decode contexts longest first, each with its share of the read bandwidth
+        ctx = re.findall(r"^(\d+) +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+ +\d+%$", p.stdout, re.M)
+        assert ctx == ["32", "24"], p.stdout
+
+
 def test_bench_methods_sparq_resident(kvbench_bin, tmp_path):
     """SparQ (hybrid with p = 1) keeps every token's K and V plus one dim-major
     copy of K (its scores read the r chosen dims as rows there): resident bytes
