@@ -31,6 +31,7 @@ options:
 Exit status 2, naming the file (and line or column), when a file is missing,
 is not a latency.csv, lacks a row or holds a value that is not a number.
 """
+import argparse
 import csv
 import math
 import os
@@ -72,13 +73,11 @@ def one_run(arg, o):
     for line, r in rows:
         if None in r or any(v is None for v in r.values()):
             raise Bad(f"{path}:{line}: expected {len(rd.fieldnames)} fields")
-    ctxs = {}
-    for line, r in rows:
-        ctxs.setdefault(int(number(path, line, r, "context")), line)
+    ctxs = [int(number(path, line, r, "context")) for line, r in rows]
     if not ctxs:
         raise Bad(f"{path}: no rows")
     ctx = o["context"] if o["context"] is not None else max(ctxs)
-    at = [(line, r) for line, r in rows if int(float(r["context"])) == ctx]
+    at = [row for row, c in zip(rows, ctxs) if c == ctx]
     full = [(line, r) for line, r in at if r["method"] == "full"]
     if o["label"] is not None:
         sp = [(line, r) for line, r in at if r["label"] == o["label"]]
@@ -116,38 +115,32 @@ def pearson(x, y):
     return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else float("nan")
 
 
+def positive(kind):
+    def parse(v):
+        try:
+            x = kind(v)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expects a number, got '{v}'") from None
+        if not math.isfinite(x) or x <= 0:
+            raise argparse.ArgumentTypeError(f"expects a positive number, got '{v}'")
+        return x
+    return parse
+
+
 def main(argv):
-    o = {"method": "rocketkv", "label": None, "budget": 256.0, "context": None,
-         "fraction": 0.70, "speedup": 2.5, "share": 0.35}
-    runs = []
-    i = 0
-    while i < len(argv):
-        a = argv[i]
-        if a in ("-h", "--help"):
-            print(__doc__.strip())
-            return 0
-        if a.startswith("--") and a[2:] in o:
-            k = a[2:]
-            if i + 1 >= len(argv):
-                raise Bad(f"{a} expects a value")
-            v = argv[i + 1]
-            if k in ("method", "label"):
-                o[k] = v
-            else:
-                try:
-                    o[k] = int(v) if k == "context" else float(v)
-                except ValueError:
-                    raise Bad(f"{a} expects a number, got '{v}'") from None
-                if not math.isfinite(o[k]) or o[k] <= 0:
-                    raise Bad(f"{a} expects a positive number, got '{v}'")
-            i += 2
-            continue
-        if a.startswith("--"):
-            raise Bad(f"unknown option {a} (see --help)")
-        runs.append(a)
-        i += 1
-    if not runs:
-        raise Bad("no runs given (usage: latency_targets.py [options] RUN...)")
+    ap = argparse.ArgumentParser(prog="latency_targets.py", usage="%(prog)s [options] RUN...",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+", metavar="RUN")
+    ap.add_argument("--method", default="rocketkv")
+    ap.add_argument("--label")
+    ap.add_argument("--budget", type=positive(float), default=256.0)
+    ap.add_argument("--context", type=positive(int))
+    ap.add_argument("--fraction", type=positive(float), default=0.70)
+    ap.add_argument("--speedup", type=positive(float), default=2.5)
+    ap.add_argument("--share", type=positive(float), default=0.35)
+    a = ap.parse_args(argv)  # bad options: a message naming the option, exit 2
+    o = vars(a)
+    runs = a.runs
     res = [one_run(r, o) for r in runs]
     ok = {
         "fraction": lambda r: r["fraction"] >= o["fraction"],

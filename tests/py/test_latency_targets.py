@@ -115,10 +115,10 @@ def test_errors(runs, tmp_path):
         assert msg in p.stderr, p.stderr
         assert p.stdout == ""
     bad([tmp_path / "nope"], f"{tmp_path / 'nope'}: cannot read")
-    bad([], "no runs given")
-    bad(["--budget", "x", runs[0]], "--budget expects a number, got 'x'")
-    bad(["--budget", "-1", runs[0]], "--budget expects a positive number")
-    bad(["--bogus", runs[0]], "unknown option --bogus")
+    bad([], "the following arguments are required: RUN")
+    bad(["--budget", "x", runs[0]], "argument --budget: expects a number, got 'x'")
+    bad(["--budget", "-1", runs[0]], "argument --budget: expects a positive number")
+    bad(["--bogus", runs[0]], "unrecognized arguments: --bogus")
     bad(["--context", 4096, runs[0]], "0 rows of method 'full' at context 4096")
     bad(["--method", "quest", runs[0]], "0 rows of method 'quest' at budget 256 and context 8176")
     bad([runs[0], tmp_path / "nope"], "cannot read")  # one bad run fails the whole report
