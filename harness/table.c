@@ -48,9 +48,16 @@ const char *table_get(const kb_table *t, int row, const char *col) {
     return c < 0 ? "" : t->rows[row][c];
 }
 
+/* libcsv's reader drops spaces and tabs (CSV_SPACE, CSV_TAB) around an
+ * unquoted field */
+static int csv_trimmed(char c) { return c == ' ' || c == '\t'; }
+
 static int write_field(FILE *f, const char *s) {
-    /* csv_fwrite quotes every field; quote only when needed for readability */
-    if (!s[0] || strpbrk(s, ",\"\r\n") || s[0] == ' ' || s[strlen(s) - 1] == ' ')
+    /* csv_fwrite quotes every field; quote only when needed for readability:
+     * what an unquoted field could not carry (a comma, a quote, a line
+     * break) or would lose (an empty field is a blank line in a one-column
+     * table; leading or trailing spaces and tabs) */
+    if (!s[0] || strpbrk(s, ",\"\r\n") || csv_trimmed(s[0]) || csv_trimmed(s[strlen(s) - 1]))
         return csv_fwrite(f, s, strlen(s));
     return fputs(s, f) < 0 ? EOF : 0;
 }

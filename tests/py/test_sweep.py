@@ -537,6 +537,41 @@ def test_damaged_rows_are_refused(kvbench_bin, tiny, tmp_path, damage):
     assert not out.exists()
 
 
+def test_tables_keep_spaces_and_tabs_around_values(kvbench_bin, tiny, tmp_path):
+    """Values with leading or trailing spaces or tabs (labels from the config,
+    predictions, answers) come back unchanged when a run's rows are read back
+    (--resume, merge). The CSV reader (libcsv) drops spaces and tabs around
+    an unquoted field; the writer quoted only fields with spaces there, so a
+    label ending in a tab was read back without it and --resume refused the
+    run as not its plan (found by fuzz_csv, 2026-12-05). Expected values: the
+    labels written in the config, read by Python's csv module."""
+    labels = ["\tfull", "snap\t", " rk \t"]
+    cfg = write_config(tmp_path / "c.json",
+                       tasks=[{"task": "needle", "words": [60], "depths": [0.5], "per_cell": 2,
+                               "max_new": 4}],
+                       methods=[{"method": "full", "label": labels[0]},
+                                {"method": "snapkv", "label": labels[1]},
+                                {"method": "rocketkv", "label": labels[2]}],
+                       budgets=[32])
+    out = tmp_path / "run"
+    assert sweep(kvbench_bin, cfg, out, tiny).returncode == 0
+    want = rows(out / "samples.csv")
+    assert sorted({r["label"] for r in want}) == sorted(labels)
+    p = sweep(kvbench_bin, cfg, out, tiny, "--resume")
+    assert p.returncode == 0, p.stderr
+    assert rows(out / "samples.csv") == want
+    shards = []
+    for i in range(2):
+        d = tmp_path / f"shard{i}"
+        p = sweep(kvbench_bin, cfg, d, tiny, "--shard", f"{i}/2")
+        assert p.returncode == 0, p.stderr
+        shards.append(str(d))
+    p = subprocess.run([kvbench_bin, "merge", str(tmp_path / "merged"), *shards],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert rows(tmp_path / "merged" / "samples.csv") == want
+
+
 def test_merge_needs_every_cell(kvbench_bin, tiny, tmp_path):
     """A shard whose table lost whole cells (here its last row, a one-turn
     needle cell) is refused by merge, naming the sample and the cell."""
