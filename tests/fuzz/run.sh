@@ -8,7 +8,7 @@
 #   FUZZ_TARGETS="gguf npy" make fuzz  some targets only
 #
 # Environment: FUZZ_SECONDS (per target, default 60), FUZZ_TARGETS (default
-# "gguf tokenizer config jsonl npy rows"), FUZZ_BUILD (default build-fuzz),
+# "gguf tokenizer config jsonl npy rows csv"), FUZZ_BUILD (default build-fuzz),
 # FUZZ_JOBS (make -j for the build, default 2), KVBENCH_MODEL_FILE (default:
 # models/SmolLM2-135M-Instruct.Q4_1.gguf when present: its tokenizer is one of
 # fuzz_tokenizer's).
@@ -24,7 +24,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 
 seconds=${FUZZ_SECONDS:-60}
-targets=${FUZZ_TARGETS:-gguf tokenizer config jsonl npy rows}
+targets=${FUZZ_TARGETS:-gguf tokenizer config jsonl npy rows csv}
 build=${FUZZ_BUILD:-build-fuzz}
 jobs=${FUZZ_JOBS:-2}
 [[ $seconds =~ ^[0-9]+$ && $seconds -ge 1 ]] || { echo "fuzz: FUZZ_SECONDS must be a positive integer" >&2; exit 2; }
@@ -67,7 +67,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}intercept_tls_get_addr=0
 model=models/SmolLM2-135M-Instruct.Q4_1.gguf
 [[ -z ${KVBENCH_MODEL_FILE:-} && -f $model ]] && export KVBENCH_MODEL_FILE=$PWD/$model
 
-declare -A max_len=([gguf]=65536 [tokenizer]=4096 [config]=8192 [jsonl]=8192 [npy]=8192 [rows]=257)
+declare -A max_len=([gguf]=65536 [tokenizer]=4096 [config]=8192 [jsonl]=8192 [npy]=8192 [rows]=257 [csv]=8192)
 commit=$(git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
 stats=$build/fuzz_stats.tsv
 [[ -f $stats ]] || printf 'date\tcommit\ttarget\tseconds\texecutions\tcrashes\tcorpus\n' >"$stats"

@@ -2,14 +2,15 @@
 
     python3 tests/fuzz/seeds.py OUTDIR
 
-writes OUTDIR/<target>/<name> for the targets gguf, tokenizer, config, jsonl
-and npy: small valid inputs from independent writers (PyPI's gguf
-GGUFWriter, numpy's np.save / np.lib.format, json.dumps), plus the repo's
+writes OUTDIR/<target>/<name> for the targets gguf, tokenizer, config, jsonl,
+npy, rows and csv: small valid inputs from independent writers (PyPI's gguf
+GGUFWriter, numpy's np.save / np.lib.format, json.dumps, Python's csv), plus the repo's
 JSONL fixtures. Also OUTDIR/tiny.gguf: the tiny model `kvbench tokenize
 --jsonl` uses in fuzz_jsonl ($KVBENCH_FUZZ_GGUF).
 
 Nothing here is committed: the files are regenerated on every run (the GGUF
 seeds are tens of KB)."""
+import csv
 import io
 import json
 import os
@@ -274,11 +275,49 @@ def rows_seeds(out):
     put(out, "rows", "dup", bytes([0]) + whole[:8] + whole[:4])
 
 
+# ------------------------------------------------------------------ csv
+
+def csv_bytes(header, rows, **kw):
+    f = io.StringIO(newline="")
+    w = csv.writer(f, lineterminator=kw.pop("lineterminator", "\n"), **kw)
+    w.writerow(header)
+    w.writerows(rows)
+    return f.getvalue().encode()
+
+
+def csv_seeds(out):
+    """fuzz_csv.c: whole files, written by Python's csv module (not by
+    kvbench): a samples.csv header with rows, a latency.csv-like table,
+    fields that need quoting (commas, quotes, line breaks, spaces and tabs
+    around them, non-ASCII), CRLF lines, every field quoted."""
+    samples = ["seq", "task", "sample", "turn", "kind", "method", "label", "params", "budget",
+               "budget_mode", "context_tokens", "target_tokens", "context_words", "depth", "metric",
+               "score", "metric2", "score2", "prediction", "answers", "prompt_tokens", "new_tokens",
+               "prefill_ms", "decode_ms_per_token", "attn_ms_per_token", "tokens_resident",
+               "bytes_resident", "tokeq_read_per_step", "bytes_read_per_step", "approx_tokeq_per_step",
+               "attended_per_step", "compression_ratio", "recall", "mass_covered", "out_rel_err",
+               "kl_vs_full", "top1_vs_full"]   # harness/driver.c's kb_samples_cols
+    row = ["0", "needle", "0", "0", "", "rocketkv", "rocketkv", '{"budget": 64, "method": "rocketkv"}',
+           "64", "traffic", "130", "128", "60", "0.5", "contains", "1", "", "", " The pass key is 123\t",
+           '["123"]', "130", "6", "1.5", "2.25", "0.75", "98", "200704", "", "", "", "", "", "", "", "", "",
+           ""]
+    put(out, "csv", "samples_like", csv_bytes(samples, [row, row[:6] + ["full"] + row[7:]]))
+    put(out, "csv", "latency_like", csv_bytes(
+        ["method", "label", "budget", "context", "decode_ms_per_token", "speedup_vs_full"],
+        [["full", "full", "", "8176", "9.5", "1"], ["rocketkv", "rocketkv", "256", "8176", "3.8", "2.5"]]))
+    put(out, "csv", "quoting", csv_bytes(
+        ["a", "b,c", 'd"e'],
+        [["x,y", 'say "hi"', "two\nlines"], [" lead", "trail ", "\ttab\t"], ["", "é ü", "\r"]]))
+    put(out, "csv", "crlf_all_quoted", csv_bytes(["k", "v"], [["1", "2"], ["", "-0.5e3"]],
+                                                  lineterminator="\r\n", quoting=csv.QUOTE_ALL))
+    put(out, "csv", "one_column", csv_bytes(["only"], [[""], ["1"], ["nan"]]))
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: python3 tests/fuzz/seeds.py OUTDIR")
     out = sys.argv[1]
-    for t in ("gguf", "tokenizer", "config", "jsonl", "npy", "rows"):
+    for t in ("gguf", "tokenizer", "config", "jsonl", "npy", "rows", "csv"):
         shutil.rmtree(os.path.join(out, t), ignore_errors=True)
     gguf_seeds(out)
     tokenizer_seeds(out)
@@ -286,6 +325,7 @@ def main():
     jsonl_seeds(out)
     npy_seeds(out)
     rows_seeds(out)
+    csv_seeds(out)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@
 
 #include "check.h"
 #include "tests/fuzz/fuzz_config.c"
+#include "tests/fuzz/fuzz_csv.c"
 #include "tests/fuzz/fuzz_gguf.c"
 #include "tests/fuzz/fuzz_jsonl.c"
 #include "tests/fuzz/fuzz_npy.c"
@@ -87,6 +88,7 @@ int main(void) {
     } targets[] = {
         {"gguf", fuzz_gguf_one},   {"tokenizer", fuzz_tokenizer_one}, {"config", fuzz_config_one},
         {"jsonl", fuzz_jsonl_one}, {"npy", fuzz_npy_one},         {"rows", fuzz_rows_one},
+        {"csv", fuzz_csv_one},
     };
     int total = 0;
     for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++) {
