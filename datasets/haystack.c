@@ -273,8 +273,9 @@ static int load_wordnet(const char *pos, kb_wordlist *l, kb_err *err) {
             int nf = 0;
             for (char *tok = strtok(p, " "); tok && nf < 64; tok = strtok(NULL, " ")) f[nf++] = tok;
             if (nf >= 6) {
-                int p_cnt = atoi(f[3]);
-                int ti = 4 + p_cnt + 1;
+                /* a count outside [0, nf) (a damaged file) skips the line */
+                long p_cnt = strtol(f[3], NULL, 10);
+                long ti = p_cnt >= 0 && p_cnt < nf ? 4 + p_cnt + 1 : nf;
                 if (ti < nf && atoi(f[ti]) >= 1 && plain_word(f[0], strlen(f[0])))
                     push_word(l, &cap, f[0], strlen(f[0]));
             }
