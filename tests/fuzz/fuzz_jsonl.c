@@ -17,7 +17,12 @@
  *   5. `kvbench tokenize --jsonl` (encode, --decode, --chat auto, with or
  *      without --no-special / --render-special, by the hash) with the model
  *      named by $KVBENCH_FUZZ_GGUF (run.sh writes a tiny one) or
- *      $KVBENCH_MODEL_FILE; skipped when neither is set.
+ *      $KVBENCH_MODEL_FILE; skipped when neither is set;
+ *   6. RULER's QA loaders (datasets/ruler.c): the input is the data file of
+ *      qa_1 (SQuAD JSON) or qa_2 (HotpotQA JSON), by the hash, and two
+ *      samples are fitted to 400 or 1500 tokens (counted as bytes / 4):
+ *      samples that load are checked as in 3; an error names the data file,
+ *      or is the length error of a prompt that cannot fit.
  * The hash makes each input mean the same thing on every run, so saved
  * crash inputs replay identically (tests/unit/test_fuzz_regressions.c). */
 #include "tests/fuzz/fuzz_common.h"
@@ -164,7 +169,9 @@ static void jl_fz_check_samples(const kb_sample_list *l, const char *task) {
     }
 }
 
-static void jl_fz_task(const char *task, cJSON *cfg, const char *file, int n_ctx) {
+/* 3, 4 and 6; length_ok: an error that does not name the file may be the
+ * generator's "target length ... is too short" */
+static void jl_fz_task_len(const char *task, cJSON *cfg, const char *file, int n_ctx, int length_ok) {
     const kb_task_ops *ops = task_find(task);
     FUZZ_ASSERT(ops != NULL, "task %s not registered", task);
     if (!ops) return;
@@ -179,13 +186,17 @@ static void jl_fz_task(const char *task, cJSON *cfg, const char *file, int n_ctx
     int rc = ops->generate(cfg, &env, &out, &err);
     if (rc) {
         FUZZ_ASSERT_ERR(rc, err);
-        FUZZ_ASSERT(strstr(err.msg, file) != NULL, "%s: message without the data file: '%s'", task,
-                    err.msg);
+        FUZZ_ASSERT(strstr(err.msg, file) != NULL || (length_ok && strstr(err.msg, "is too short for")),
+                    "%s: message without the data file: '%s'", task, err.msg);
         FUZZ_ASSERT(out.n == 0, "%s: %d samples appended on error", task, out.n);
     } else {
         jl_fz_check_samples(&out, task);
     }
     sample_list_free(&out);
+}
+
+static void jl_fz_task(const char *task, cJSON *cfg, const char *file, int n_ctx) {
+    jl_fz_task_len(task, cfg, file, n_ctx, 0);
 }
 
 static void jl_fz_scbench(const char *path, uint64_t h) {
@@ -216,6 +227,18 @@ static void jl_fz_longbench(const uint8_t *d, size_t n, uint64_t h) {
     jl_fz_task("longbench", cfg, file, h >> 28 & 1 ? 2048 : 0);
     cJSON_Delete(cfg);
     unlink(file);
+}
+
+static void jl_fz_ruler_qa(const char *path, uint64_t h) {
+    const char *task = h >> 36 & 1 ? "qa_2" : "qa_1";
+    cJSON *cfg = cJSON_CreateObject();
+    cJSON_AddStringToObject(cfg, "task", task);
+    cJSON_AddStringToObject(cfg, "file", path);
+    cJSON *len = cJSON_AddArrayToObject(cfg, "lengths");
+    cJSON_AddItemToArray(len, cJSON_CreateNumber(h >> 37 & 1 ? 1500 : 400));
+    cJSON_AddNumberToObject(cfg, "samples", 2);
+    jl_fz_task_len(task, cfg, path, 0, 1);
+    cJSON_Delete(cfg);
 }
 
 /* ---- 5. kvbench tokenize --jsonl ---- */
@@ -264,6 +287,7 @@ int fuzz_jsonl_one(const uint8_t *d, size_t n) {
     jl_fz_scbench(path, h);
     jl_fz_longbench(d, n, h);
     jl_fz_tokenize(path, h);
+    jl_fz_ruler_qa(path, h);
     return 0;
 }
 

@@ -221,12 +221,29 @@ def jsonl_seeds(out):
     put(out, "jsonl", "tok.jsonl", jsonl(
         "Hello <|im_start|>", {"text": "caf\u00e9"}, [1, 2, 3], {"ids": [0, 5]},
         {"system": None, "messages": ["hi", "hello", "bye"]}, {"system": "S", "messages": ["u"]}))
-    for d in ("scbench", "longbench/data"):
+    # RULER's QA data files (fuzz_jsonl.c part 6): SQuAD v2 and HotpotQA JSON
+    put(out, "jsonl", "squad.json", json.dumps({"data": [{"paragraphs": [
+        {"context": "Paris is the capital of France. " * 3,
+         "qas": [{"question": "What is the capital of France?", "answers": [{"text": "Paris"}],
+                  "is_impossible": False},
+                 {"question": "Unanswerable?", "answers": [], "is_impossible": True}]},
+        {"context": "The Nile flows north.", "qas": [{"question": "Which way?",
+                                                      "answers": [{"text": "north"}, {"text": "N"}]}]}]}]}))
+    put(out, "jsonl", "hotpot.json", json.dumps([
+        {"question": "Who wrote it?", "answer": "Ann",
+         "context": [["Book", ["It was written ", "by Ann."]], ["Other", ["Unrelated."]]]},
+        {"question": "Q2", "answer": "yes", "context": [["T", []]]}]))
+    # wrong types where the loaders expect strings and arrays
+    put(out, "jsonl", "hotpot_bad.json", json.dumps([
+        {"question": "Q", "answer": "A", "context": [["T", ["s", 7, None]], ["U", "not a list"]]}]))
+    put(out, "jsonl", "squad_bad.json", json.dumps({"data": [{"paragraphs": [
+        {"context": 5, "qas": [{"question": ["q"], "answers": [{"text": 1}]}]}]}, {"paragraphs": {}}]}))
+    for d in ("scbench", "longbench/data", "ruler"):
         src = os.path.join(ROOT, "tests", "fixtures", d)
         if os.path.isdir(src):
             for f in sorted(os.listdir(src)):
                 p = os.path.join(src, f)
-                if f.endswith(".jsonl") and os.path.getsize(p) < 4096:
+                if f.endswith((".jsonl", ".json")) and os.path.getsize(p) < 8192:
                     put(out, "jsonl", "fixture_" + f, open(p, "rb").read())
 
 
