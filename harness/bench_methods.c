@@ -798,8 +798,9 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
                 rc = run_child(s, cr, err);
                 free(s);
                 if (rc) {
-                    kb_err_prefix(err, "%s%s%d, context %d", cell->p.label, cell->p.budget > 0 ? " B=" : "",
-                                  cell->p.budget > 0 ? cell->p.budget : 0, ctx[ci]);
+                    char bs[32] = "";
+                    if (cell->p.budget > 0) snprintf(bs, sizeof bs, " B=%d", cell->p.budget);
+                    kb_err_prefix(err, "%s%s, context %d", cell->p.label, bs, ctx[ci]);
                     break;
                 }
                 if (!model_json) model_json = cr->model;

@@ -261,6 +261,13 @@ def test_bench_methods_errors(kvbench_bin, tmp_path):
         (["--budgets", "64,64"], "--budgets lists 64 twice"),
         (["--budgets", "64,"], "--budgets expects"),
         (["--contexts", "1024,,2048"], "--contexts expects"),
+        # a cell that fails is named as its rows are: label, " B=budget" only when it has one
+        (["-m", "synthetic:nosuch", "--contexts", "256", "--methods", "full"],
+         "unknown synthetic model 'synthetic:nosuch'"),
+        (["-m", "synthetic:nosuch", "--contexts", "256", "--methods", "full"],
+         "bench methods: full, context 256: a cell failed"),
+        (["-m", "synthetic:nosuch", "--contexts", "256", "--methods", "rocketkv", "--budgets", "64"],
+         "bench methods: rocketkv B=64, context 256: a cell failed"),
     ]
     for args, msg in cases:
         out = tmp_path / "o"
