@@ -6,6 +6,7 @@
  * ne[0] elements), one "row R v0 v1 ..." line each with %.9g, so tests can
  * compare our dequantisation with an independent reader. */
 #include <getopt.h>
+#include <sys/stat.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,6 +120,12 @@ int cmd_info(int argc, char **argv) {
     }
     if (!model) {
         fprintf(stderr, "kvbench info: missing MODEL (usage: kvbench info MODEL.gguf)\n");
+        return 2;
+    }
+    struct stat st;
+    if (!strncmp(model, "synthetic:", 10) && stat(model, &st) != 0) {
+        fprintf(stderr, "kvbench info: %s is a synthetic model, not a file: info reads GGUF files "
+                        "(a synthetic model is built in memory by the commands that run one)\n", model);
         return 2;
     }
     gguf_file *f;

@@ -100,6 +100,15 @@ def test_model_not_a_regular_file(kvbench_bin, tmp_path):
             assert f"{path}: not a regular file (expected a GGUF file)" in p.stderr, p.stderr
 
 
+def test_info_synthetic_model(kvbench_bin):
+    """info reads GGUF files; a synthetic model's spec gets that said, not
+    'cannot open: No such file'."""
+    for spec in ("synthetic:llama3.1-8b", "synthetic:nosuch"):
+        p = run(kvbench_bin, "info", spec, timeout=20)
+        assert p.returncode == 2 and not p.stdout, p.stderr
+        assert f"{spec} is a synthetic model, not a file: info reads GGUF files" in p.stderr, p.stderr
+
+
 def test_generate_errors(kvbench_bin, tiny, tmp_path):
     (tmp_path / "nul.txt").write_bytes(b"a\0b")
     cases = [
