@@ -58,6 +58,12 @@ static int append_file(const char *path, int fortune, char **buf, size_t *len, k
     size_t n;
     int rc = file_read_all(path, &t, &n, err);
     if (rc) return rc;
+    const char *nul = memchr(t, 0, n);
+    if (nul) { /* the text would end there unseen (a binary or UTF-16 file) */
+        rc = kb_fail(err, KB_EINPUT, "%s: byte %zu is NUL, expected text", path, (size_t)(nul - t));
+        free(t);
+        return rc;
+    }
     *buf = KB_REALLOC(*buf, *len + n + 2);
     char *o = *buf + *len;
     const char *p = t;

@@ -553,6 +553,17 @@ def test_bad_haystack_dir(tmp_path):
     r = run([{"task": "niah_single_2", "lengths": [512]}], tmp_path, "--counter", "bytes4",
             "--haystack", str(empty))
     assert r.returncode == 2 and "no .txt files" in r.stderr
+    # a UTF-16 file (or any with a NUL byte): refused, where its text used to end
+    # unseen at the first NUL (here after one letter)
+    utf16 = tmp_path / "utf16"
+    utf16.mkdir()
+    for f in sorted(os.listdir(HAY)):
+        (utf16 / f).write_bytes(open(os.path.join(HAY, f), "rb").read())
+    (utf16 / "win.txt").write_text("Hello from a Windows editor. " * 50, encoding="utf-16")
+    r = run([{"task": "niah_single_2", "lengths": [512]}], tmp_path, "--counter", "bytes4",
+            "--haystack", str(utf16))
+    assert r.returncode == 2, r.stderr
+    assert f"{utf16 / 'win.txt'}: byte 3 is NUL, expected text" in r.stderr, r.stderr
 
 
 def test_haystack_provenance(tmp_path):
