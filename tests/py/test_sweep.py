@@ -50,6 +50,14 @@ def sweep(kvbench_bin, cfg, out, model, *extra, timeout=300):
                           capture_output=True, text=True, timeout=timeout)
 
 
+def run_shards(kvbench_bin, cfg, model, dirs):
+    """Runs shard i/len(dirs) of cfg into dirs[i]; returns dirs."""
+    for i, d in enumerate(dirs):
+        p = sweep(kvbench_bin, cfg, d, model, "--shard", f"{i}/{len(dirs)}")
+        assert p.returncode == 0, p.stderr
+    return dirs
+
+
 def test_tables_and_determinism(kvbench_bin, tiny, tmp_path):
     cfg = write_config(tmp_path / "c.json")
     a, b, t1 = tmp_path / "a", tmp_path / "b", tmp_path / "t1"
@@ -406,12 +414,8 @@ def test_shards_merge_to_the_single_run(kvbench_bin, tiny, tmp_path):
     cfg = write_config(tmp_path / "c.json")
     single = tmp_path / "single"
     assert sweep(kvbench_bin, cfg, single, tiny).returncode == 0
-    shards = []
-    for i in range(3):
-        d = tmp_path / f"shard{i}"
-        p = sweep(kvbench_bin, cfg, d, tiny, "--shard", f"{i}/3")
-        assert p.returncode == 0, p.stderr
-        shards.append(str(d))
+    shards = run_shards(kvbench_bin, cfg, tiny, [tmp_path / f"shard{i}" for i in range(3)])
+    shards = [str(d) for d in shards]
     merged = tmp_path / "merged"
     p = subprocess.run([kvbench_bin, "merge", str(merged), *shards], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
@@ -524,9 +528,7 @@ def test_damaged_rows_are_refused(kvbench_bin, tiny, tmp_path, damage):
     assert (bad / "samples.csv").read_bytes() == before
 
     # merge: the two-turn sample (seq 6) is in shard 0/2
-    shards = [tmp_path / f"s{i}" for i in range(2)]
-    for i, d in enumerate(shards):
-        assert sweep(kvbench_bin, cfg, d, tiny, "--shard", f"{i}/2").returncode == 0
+    shards = run_shards(kvbench_bin, cfg, tiny, [tmp_path / f"s{i}" for i in range(2)])
     bad0 = tmp_path / "bad0"
     msg = damaged(shards[0], bad0)
     out = tmp_path / "merged"
@@ -560,13 +562,8 @@ def test_tables_keep_spaces_and_tabs_around_values(kvbench_bin, tiny, tmp_path):
     p = sweep(kvbench_bin, cfg, out, tiny, "--resume")
     assert p.returncode == 0, p.stderr
     assert rows(out / "samples.csv") == want
-    shards = []
-    for i in range(2):
-        d = tmp_path / f"shard{i}"
-        p = sweep(kvbench_bin, cfg, d, tiny, "--shard", f"{i}/2")
-        assert p.returncode == 0, p.stderr
-        shards.append(str(d))
-    p = subprocess.run([kvbench_bin, "merge", str(tmp_path / "merged"), *shards],
+    shards = run_shards(kvbench_bin, cfg, tiny, [tmp_path / f"shard{i}" for i in range(2)])
+    p = subprocess.run([kvbench_bin, "merge", str(tmp_path / "merged"), *map(str, shards)],
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert rows(tmp_path / "merged" / "samples.csv") == want
@@ -576,9 +573,7 @@ def test_merge_needs_every_cell(kvbench_bin, tiny, tmp_path):
     """A shard whose table lost whole cells (here its last row, a one-turn
     needle cell) is refused by merge, naming the sample and the cell."""
     cfg = write_config(tmp_path / "c.json")
-    shards = [tmp_path / f"s{i}" for i in range(2)]
-    for i, d in enumerate(shards):
-        assert sweep(kvbench_bin, cfg, d, tiny, "--shard", f"{i}/2").returncode == 0
+    shards = run_shards(kvbench_bin, cfg, tiny, [tmp_path / f"s{i}" for i in range(2)])
     with open(shards[1] / "samples.csv", newline="") as f:
         t = list(csv.reader(f))
     col = {c: i for i, c in enumerate(t[0])}
