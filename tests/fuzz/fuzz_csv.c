@@ -38,7 +38,6 @@ static int csv_fz_numbers_ok(const kb_table *t) {
             const char *v = t->rows[r][c];
             if (!*v) continue;
             char *end;
-            errno = 0;
             double d = strtod(v, &end);
             if (end == v || *end || !isfinite(d)) return 0;
         }
