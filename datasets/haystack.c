@@ -56,14 +56,8 @@ static void split_words(char *buf, kb_prose *p) {
 static int append_file(const char *path, int fortune, char **buf, size_t *len, kb_err *err) {
     char *t;
     size_t n;
-    int rc = file_read_all(path, &t, &n, err);
+    int rc = file_read_text(path, &t, &n, err); /* a binary or UTF-16 file: refused */
     if (rc) return rc;
-    const char *nul = memchr(t, 0, n);
-    if (nul) { /* the text would end there unseen (a binary or UTF-16 file) */
-        rc = kb_fail(err, KB_EINPUT, "%s: byte %zu is NUL, expected text", path, (size_t)(nul - t));
-        free(t);
-        return rc;
-    }
     *buf = KB_REALLOC(*buf, *len + n + 2);
     char *o = *buf + *len;
     const char *p = t;
@@ -279,10 +273,10 @@ static int load_wordnet(const char *pos, kb_wordlist *l, kb_err *err) {
             int nf = 0;
             for (char *tok = strtok(p, " "); tok && nf < 64; tok = strtok(NULL, " ")) f[nf++] = tok;
             if (nf >= 6) {
-                /* a count outside [0, nf) (a damaged file) skips the line */
+                /* f[5 + p_cnt] is tagsense_cnt; a count that does not fit
+                 * the line (a damaged file) skips it */
                 long p_cnt = strtol(f[3], NULL, 10);
-                long ti = p_cnt >= 0 && p_cnt < nf ? 4 + p_cnt + 1 : nf;
-                if (ti < nf && atoi(f[ti]) >= 1 && plain_word(f[0], strlen(f[0])))
+                if (p_cnt >= 0 && p_cnt < nf - 5 && atoi(f[5 + p_cnt]) >= 1 && plain_word(f[0], strlen(f[0])))
                     push_word(l, &cap, f[0], strlen(f[0]));
             }
         }

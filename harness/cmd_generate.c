@@ -147,9 +147,7 @@ int cmd_generate(int argc, char **argv) {
     char *text = NULL;
     int rc = 0;
     size_t text_len = 0;
-    if (file && !(rc = file_read_all(file, &text, &text_len, &err)) && memchr(text, 0, text_len))
-        rc = kb_fail(&err, KB_EINPUT, "%s: byte %zu is NUL, expected text", file,
-                     (size_t)((char *)memchr(text, 0, text_len) - text));
+    if (file) rc = file_read_text(file, &text, &text_len, &err);
     if (file && rc) {
         fprintf(stderr, "kvbench generate: %s\n", err.msg);
         free(text);

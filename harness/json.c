@@ -31,6 +31,21 @@ int file_read_all(const char *path, char **out, size_t *len, kb_err *err) {
     return 0;
 }
 
+int file_read_text(const char *path, char **out, size_t *len, kb_err *err) {
+    size_t n;
+    int rc = file_read_all(path, out, &n, err);
+    if (rc) return rc;
+    const char *nul = memchr(*out, 0, n);
+    if (nul) {
+        rc = kb_fail(err, KB_EINPUT, "%s: byte %zu is NUL, expected text", path, (size_t)(nul - *out));
+        free(*out);
+        *out = NULL;
+        return rc;
+    }
+    if (len) *len = n;
+    return 0;
+}
+
 static void line_col(const char *text, const char *at, long *line, long *col) {
     *line = 1;
     *col = 1;

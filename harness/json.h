@@ -64,5 +64,8 @@ int jsonl_foreach(const char *path, json_line_fn fn, void *ctx, kb_err *err);
 
 /* Reads a whole file into a malloc'ed NUL-terminated buffer. */
 int file_read_all(const char *path, char **out, size_t *len, kb_err *err);
+/* The same for a text file: a NUL byte inside is refused ("FILE: byte N is
+ * NUL, expected text"), since the text would end there unseen. */
+int file_read_text(const char *path, char **out, size_t *len, kb_err *err);
 
 #endif
