@@ -171,7 +171,7 @@ static void jl_fz_check_samples(const kb_sample_list *l, const char *task) {
 
 /* 3, 4 and 6; length_ok: an error that does not name the file may be the
  * generator's "target length ... is too short" */
-static void jl_fz_task_len(const char *task, cJSON *cfg, const char *file, int n_ctx, int length_ok) {
+static void jl_fz_task(const char *task, cJSON *cfg, const char *file, int n_ctx, int length_ok) {
     const kb_task_ops *ops = task_find(task);
     FUZZ_ASSERT(ops != NULL, "task %s not registered", task);
     if (!ops) return;
@@ -195,10 +195,6 @@ static void jl_fz_task_len(const char *task, cJSON *cfg, const char *file, int n
     sample_list_free(&out);
 }
 
-static void jl_fz_task(const char *task, cJSON *cfg, const char *file, int n_ctx) {
-    jl_fz_task_len(task, cfg, file, n_ctx, 0);
-}
-
 static void jl_fz_scbench(const char *path, uint64_t h) {
     const char *task = jl_fz_sc_tasks[h % JL_FZ_N_SC];
     cJSON *cfg = cJSON_CreateObject();
@@ -208,7 +204,7 @@ static void jl_fz_scbench(const char *path, uint64_t h) {
     if (h >> 13 & 1) cJSON_AddNumberToObject(cfg, "max_len", (double)(h >> 14 & 1 ? 2000 : 300));
     if (h >> 15 & 1) cJSON_AddNumberToObject(cfg, "turns", 1 + (double)(h >> 16 & 3));
     if (h >> 18 & 1) cJSON_AddNumberToObject(cfg, "limit", 1);
-    jl_fz_task(task, cfg, path, 0);
+    jl_fz_task(task, cfg, path, 0, 0);
     cJSON_Delete(cfg);
 }
 
@@ -224,7 +220,7 @@ static void jl_fz_longbench(const uint8_t *d, size_t n, uint64_t h) {
     cJSON_AddItemToArray(subs, cJSON_CreateString(sub));
     if (h >> 26 & 1) cJSON_AddNumberToObject(cfg, "max_len", 500);
     if (h >> 27 & 1) cJSON_AddNumberToObject(cfg, "limit", 2);
-    jl_fz_task("longbench", cfg, file, h >> 28 & 1 ? 2048 : 0);
+    jl_fz_task("longbench", cfg, file, h >> 28 & 1 ? 2048 : 0, 0);
     cJSON_Delete(cfg);
     unlink(file);
 }
@@ -237,7 +233,7 @@ static void jl_fz_ruler_qa(const char *path, uint64_t h) {
     cJSON *len = cJSON_AddArrayToObject(cfg, "lengths");
     cJSON_AddItemToArray(len, cJSON_CreateNumber(h >> 37 & 1 ? 1500 : 400));
     cJSON_AddNumberToObject(cfg, "samples", 2);
-    jl_fz_task_len(task, cfg, path, 0, 1);
+    jl_fz_task(task, cfg, path, 0, 1);
     cJSON_Delete(cfg);
 }
 
