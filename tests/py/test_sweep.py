@@ -545,7 +545,7 @@ def test_tables_keep_spaces_and_tabs_around_values(kvbench_bin, tiny, tmp_path):
     (--resume, merge). The CSV reader (libcsv) drops spaces and tabs around
     an unquoted field; the writer quoted only fields with spaces there, so a
     label ending in a tab was read back without it and --resume refused the
-    run as not its plan (found by fuzz_csv, 2026-12-05). Expected values: the
+    run as not its plan (found by fuzz_csv's round trip, 2026-12-05). Expected values: the
     labels written in the config, read by Python's csv module."""
     labels = ["\tfull", "snap\t", " rk \t"]
     cfg = write_config(tmp_path / "c.json",
