@@ -602,9 +602,17 @@ char *tokenizer_decode(const kb_tokenizer *t, const int32_t *ids, int n, int ren
     /* byte-level pieces can end mid-character (a cut, or a model's own bytes):
      * the text is made valid UTF-8 as HF's decoder makes it (U+FFFD), so that
      * predictions and truncated prompts are the reference's strings and every
-     * CSV and JSON written from them is valid UTF-8 */
+     * CSV and JSON written from them is valid UTF-8. A NUL byte (a model's
+     * token for byte 0x00) becomes U+FFFD as well: the returned C string would
+     * end there, losing the rest of a prediction. At most 3 bytes out per byte
+     * in, either way. */
     char *v = KB_MALLOC(3 * o + 1);
-    utf8_lossy(s, o, v);
+    size_t w = 0;
+    for (size_t i = 0, k; i < o; i += k) {
+        uint32_t c = utf8_decode_lossy(s + i, o - i, &k);
+        w += (size_t)utf8_encode(c ? c : 0xFFFDu, v + w);
+    }
+    v[w] = 0;
     free(s);
     return v;
 }
