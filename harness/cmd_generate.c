@@ -22,7 +22,7 @@ static void usage(FILE *f) {
             "usage: kvbench generate [-m MODEL] (-p TEXT | -f FILE) [options]\n"
             "  -m, --model PATH     GGUF model (default: $KVBENCH_MODEL or the default model)\n"
             "  -p, --prompt TEXT    the prompt\n"
-            "  -f, --file FILE      read the prompt from FILE\n"
+            "  -f, --file FILE      read the prompt from FILE (UTF-8 text)\n"
             "      --chat           wrap the prompt in the model's chat format\n"
             "      --system TEXT    system message (with --chat)\n"
             "  -n, --max-new N      tokens to generate at most (default 256)\n"

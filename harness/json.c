@@ -31,21 +31,6 @@ int file_read_all(const char *path, char **out, size_t *len, kb_err *err) {
     return 0;
 }
 
-int file_read_text(const char *path, char **out, size_t *len, kb_err *err) {
-    size_t n;
-    int rc = file_read_all(path, out, &n, err);
-    if (rc) return rc;
-    const char *nul = memchr(*out, 0, n);
-    if (nul) {
-        rc = kb_fail(err, KB_EINPUT, "%s: byte %zu is NUL, expected text", path, (size_t)(nul - *out));
-        free(*out);
-        *out = NULL;
-        return rc;
-    }
-    if (len) *len = n;
-    return 0;
-}
-
 static void line_col(const char *text, const char *at, long *line, long *col) {
     *line = 1;
     *col = 1;
@@ -57,6 +42,41 @@ static void line_col(const char *text, const char *at, long *line, long *col) {
             (*col)++;
         }
     }
+}
+
+/* The first byte of s[0..n) that does not start a valid UTF-8 sequence, or
+ * NULL: JSON text is UTF-8 (RFC 8259), and so must be the text files kvbench
+ * reads: a string with other bytes would reach the tables and run.json, which
+ * Python's csv and json then cannot read. */
+static const char *utf8_bad(const char *s, size_t n) {
+    for (size_t i = 0, k; i < n; i += k)
+        if ((unsigned char)s[i] < 0x80) k = 1;
+        else if (utf8_decode(s + i, n - i, &k) == UNICODE_INVALID) return s + i;
+    return NULL;
+}
+
+int file_read_text(const char *path, char **out, size_t *len, kb_err *err) {
+    size_t n;
+    int rc = file_read_all(path, out, &n, err);
+    if (rc) return rc;
+    const char *nul = memchr(*out, 0, n), *bad;
+    if (nul) {
+        rc = kb_fail(err, KB_EINPUT, "%s: byte %zu is NUL, expected UTF-8 text", path,
+                     (size_t)(nul - *out));
+    } else if ((bad = utf8_bad(*out, n))) {
+        long line, col;
+        line_col(*out, bad, &line, &col);
+        rc = kb_fail(err, KB_EINPUT, "%s:%ld:%ld: byte 0x%02x is not valid UTF-8, expected UTF-8 text "
+                     "(a Latin-1 file, say: convert it with iconv -f latin1 -t utf-8)",
+                     path, line, col, (unsigned char)*bad);
+    }
+    if (rc) {
+        free(*out);
+        *out = NULL;
+        return rc;
+    }
+    if (len) *len = n;
+    return 0;
 }
 
 static int cmp_name(const void *a, const void *b) {
@@ -115,15 +135,6 @@ cJSON *json_cli_value(const char *s, const char *opt, const char *arg, kb_err *e
     return cJSON_CreateString(s); /* a bare word is a string */
 }
 
-/* The first byte of s[0..n) that does not start a valid UTF-8 sequence, or
- * NULL: JSON text is UTF-8 (RFC 8259), and a string with other bytes would
- * reach the tables and run.json, which Python's csv and json then cannot read. */
-static const char *utf8_bad(const char *s, size_t n) {
-    for (size_t i = 0, k; i < n; i += k)
-        if ((unsigned char)s[i] < 0x80) k = 1;
-        else if (utf8_decode(s + i, n - i, &k) == UNICODE_INVALID) return s + i;
-    return NULL;
-}
 
 int json_parse(const char *text, size_t len, const char *name, cJSON **out, kb_err *err) {
     const char *end = NULL, *bad;

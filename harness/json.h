@@ -64,8 +64,11 @@ int jsonl_foreach(const char *path, json_line_fn fn, void *ctx, kb_err *err);
 
 /* Reads a whole file into a malloc'ed NUL-terminated buffer. */
 int file_read_all(const char *path, char **out, size_t *len, kb_err *err);
-/* The same for a text file: a NUL byte inside is refused ("FILE: byte N is
- * NUL, expected text"), since the text would end there unseen. */
+/* The same for a text file, which must be UTF-8 without a NUL byte: a NUL
+ * ("FILE: byte N is NUL, expected UTF-8 text"; the text would end there
+ * unseen) and bytes that are not UTF-8 ("FILE:LINE:COL: byte 0xXX is not
+ * valid UTF-8, ..."; the model would read bytes that every JSON and CSV file
+ * written from the text shows as U+FFFD) are refused. */
 int file_read_text(const char *path, char **out, size_t *len, kb_err *err);
 
 #endif

@@ -111,8 +111,11 @@ def test_info_synthetic_model(kvbench_bin):
 
 def test_generate_errors(kvbench_bin, tiny, tmp_path):
     (tmp_path / "nul.txt").write_bytes(b"a\0b")
+    (tmp_path / "latin1.txt").write_bytes(b"ab\ncd\xe9f")
     cases = [
-        (["-m", tiny, "-f", tmp_path / "nul.txt"], "nul.txt: byte 1 is NUL, expected text"),
+        (["-m", tiny, "-f", tmp_path / "nul.txt"], "nul.txt: byte 1 is NUL, expected UTF-8 text"),
+        (["-m", tiny, "-f", tmp_path / "latin1.txt"],
+         "latin1.txt:2:3: byte 0xe9 is not valid UTF-8, expected UTF-8 text"),
         (["-m", tiny, "-f", tmp_path], "cannot read: Is a directory"),
         (["-m", tiny], "exactly one of -p TEXT or -f FILE"),
         (["-m", tiny, "-p", "x", "-n", "0"], "--max-new expects an integer"),

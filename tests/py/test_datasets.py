@@ -563,7 +563,22 @@ def test_bad_haystack_dir(tmp_path):
     r = run([{"task": "niah_single_2", "lengths": [512]}], tmp_path, "--counter", "bytes4",
             "--haystack", str(utf16))
     assert r.returncode == 2, r.stderr
-    assert f"{utf16 / 'win.txt'}: byte 3 is NUL, expected text" in r.stderr, r.stderr
+    assert f"{utf16 / 'win.txt'}: byte 3 is NUL, expected UTF-8 text" in r.stderr, r.stderr
+    # a Latin-1 file: refused at its first byte that is not UTF-8 (line 2,
+    # column 6 of "Hello\nCaf\xe9 ..."), where the model used to read bytes
+    # that the prompts JSONL showed as U+FFFD
+    (utf16 / "win.txt").unlink()
+    (utf16 / "latin1.txt").write_bytes("Hello\nCaf\u00e9 au lait. ".encode("latin-1") * 50)
+    r = run([{"task": "niah_single_2", "lengths": [512]}], tmp_path, "--counter", "bytes4",
+            "--haystack", str(utf16))
+    assert r.returncode == 2, r.stderr
+    assert (f"{utf16 / 'latin1.txt'}:2:4: byte 0xe9 is not valid UTF-8, expected UTF-8 text"
+            in r.stderr), r.stderr
+    # the same text in UTF-8 is taken
+    (utf16 / "latin1.txt").write_text("Hello\nCaf\u00e9 au lait. " * 50, encoding="utf-8")
+    r = run([{"task": "niah_single_2", "lengths": [512]}], tmp_path, "--counter", "bytes4",
+            "--haystack", str(utf16))
+    assert r.returncode == 0, r.stderr
 
 
 def test_haystack_provenance(tmp_path):
