@@ -207,6 +207,7 @@ int kb_hugepages_on(void) {
 
 void *kb_amalloc_try(size_t n) {
     void *p = NULL;
+    if (n > SIZE_MAX - 2 * (size_t)KB_HUGE) return NULL; /* the roundings below would wrap */
     size_t r = (n + 63) & ~(size_t)63;
     size_t up = (r + KB_HUGE - 1) & ~(size_t)(KB_HUGE - 1);
     int huge = (r >= 2 * (size_t)KB_HUGE || (r >= KB_HUGE && up - r <= r / 8)) && kb_hugepages_on();

@@ -500,7 +500,9 @@ int gguf_open(const char *path, gguf_file **out, kb_err *err) {
 }
 
 int gguf_load_data(gguf_file *f) {
-    if (f->fd < 0 || f->data_copy || !kb_hugepages_on()) return 0;
+    /* a file without tensors may end before its aligned data offset
+     * (gguf_parse allows it): no data, and size - data_offset would wrap */
+    if (f->fd < 0 || f->data_copy || !kb_hugepages_on() || f->data_offset >= f->size) return 0;
     size_t n = f->size - (size_t)f->data_offset;
     if (n < ((size_t)4 << 20)) return 0; /* below kb_amalloc's huge-page size: nothing to gain */
     uint8_t *dst = kb_amalloc_try(n);

@@ -40,6 +40,18 @@ def broken(tmp_path_factory):
     garbage = d / "garbage.gguf"
     garbage.write_bytes(b"not a gguf file at all")
     out["garbage"] = str(garbage)
+    # no tensors, and the file (69 bytes) ends before its data section's
+    # aligned start (byte 96): the copy of the data section for huge pages
+    # computed 69 - 96 bytes and read far past the map (a segfault; found by
+    # fuzz_gguf on 2026-12-05)
+    import struct
+    def gstr(b):
+        return struct.pack("<Q", len(b)) + b
+    short = d / "no_tensors_short.gguf"
+    short.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + gstr(b"general.architecture") +
+                      struct.pack("<I", 8) + gstr(b"llama"))
+    assert short.stat().st_size == 69
+    out["no_tensors_short"] = str(short)
     return out
 
 
@@ -72,6 +84,7 @@ MODEL_ERRORS = {
     "token_type": "tokenizer.ggml.token_type[5] = 9, expected a token type 0..6",
     "truncated": "",
     "garbage": "",
+    "no_tensors_short": "missing metadata key 'llama.block_count'",
 }
 
 

@@ -131,5 +131,16 @@ int main(void) {
         CHECK(((uintptr_t)h.K & (2 * M - 1)) == 0 && (char *)h.V == (char *)h.K + M);
         kvstream_free(&h);
     }
+    /* a size the roundings to 64 bytes or 2 MiB would wrap to a small block:
+     * no memory (gguf_load_data once asked for 2^64 - 8 bytes, for an 88-byte
+     * GGUF file whose data section would start at byte 96, and got 64) */
+    {
+        size_t sizes[] = {SIZE_MAX, SIZE_MAX - 27, SIZE_MAX - ((size_t)2 << 20)};
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            void *p = kb_amalloc_try(sizes[i]);
+            CHECK_MSG(p == NULL, "kb_amalloc_try(%zu) gave a block", sizes[i]);
+            kb_afree(p);
+        }
+    }
     return check_summary("test_base");
 }
