@@ -314,17 +314,19 @@ static int lat_cell(const char *spec) {
     kb_model *m = NULL;
     if ((rc = model_load(model_spec, &m, &err))) goto fail;
     const kb_hparams *hp = &m->hp;
-    if (L + N > hp->n_ctx_train && L <= hp->n_ctx_train && L > N) {
-        /* a context at the model's limit leaves room for the decode (as bench engine) */
-        L = hp->n_ctx_train - N;
-        if (p.budget > 0) snprintf(what, sizeof what, "%s B=%d, context %ld", p.label, p.budget, L);
-        else snprintf(what, sizeof what, "%s, context %ld", p.label, L);
-    }
-    if (L + N > hp->n_ctx_train) {
+    /* the parent fitted the context already, except for a GGUF model filled
+     * at random (no snapshots): the same rule */
+    long fit = bench_context_fit((int)L, (int)N, hp->n_ctx_train);
+    if (fit < 0) {
         rc = kb_fail(&err, KB_EINPUT,
                      "context %ld + %ld decode tokens exceeds the model context of %d tokens", L, N,
                      hp->n_ctx_train);
         goto fail;
+    }
+    if (fit != L) {
+        L = fit;
+        if (p.budget > 0) snprintf(what, sizeof what, "%s B=%d, context %ld", p.label, p.budget, L);
+        else snprintf(what, sizeof what, "%s, context %ld", p.label, L);
     }
     /* the filled cache is made one layer at a time, just before the method's
      * state for that layer, and freed after: at most one layer of it
@@ -609,6 +611,25 @@ static int cmp_int_desc(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
+/* Fits every context to a model of n_ctx tokens (bench_context_fit: a context
+ * at the model's limit leaves room for the decode, as bench engine does),
+ * saying so; a context that cannot fit is an error. *longest gets the largest. */
+static int fit_contexts(const kb_lat_opts *o, int *ctx, int nctx, int n_ctx, int *longest, kb_err *err) {
+    *longest = 0;
+    for (int i = 0; i < nctx; i++) {
+        int c = bench_context_fit(ctx[i], o->decode_tokens, n_ctx);
+        if (c < 0)
+            return kb_fail(err, KB_EINPUT, "context %d + %d decode tokens exceeds the model context of %d tokens",
+                           ctx[i], o->decode_tokens, n_ctx);
+        if (c != ctx[i] && !o->quiet)
+            fprintf(stderr, "kvbench %s: context %d -> %d (room for %d decode tokens)\n", o->cmd, ctx[i], c,
+                    o->decode_tokens);
+        ctx[i] = c;
+        *longest = KB_MAX(*longest, c);
+    }
+    return 0;
+}
+
 /* Prefill once to the longest context, snapshot at every context. */
 static int make_snapshots(const kb_lat_opts *o, int *ctx, int nctx, int W, const char *dir,
                           kb_err *err) {
@@ -616,23 +637,9 @@ static int make_snapshots(const kb_lat_opts *o, int *ctx, int nctx, int W, const
     int rc = model_load(o->model, &m, err);
     if (rc) return rc;
     const kb_hparams *hp = &m->hp;
-    /* a context at the model's limit leaves room for the decode (as bench engine) */
-    int longest = 0;
-    for (int i = 0; i < nctx; i++) {
-        int c = bench_context_fit(ctx[i], o->decode_tokens, hp->n_ctx_train);
-        if (c < 0) {
-            rc = kb_fail(err, KB_EINPUT, "context %d + %d decode tokens exceeds the model context of %d tokens",
-                         ctx[i], o->decode_tokens, hp->n_ctx_train);
-            model_free(m);
-            return rc;
-        }
-        if (c != ctx[i] && !o->quiet)
-            fprintf(stderr, "kvbench %s: context %d -> %d (room for %d decode tokens)\n", o->cmd, ctx[i], c,
-                    o->decode_tokens);
-        ctx[i] = c;
-        longest = KB_MAX(longest, c);
-    }
-    if ((rc = model_check_memory(m, longest, 1, o->kv, err))) {
+    int longest;
+    if ((rc = fit_contexts(o, ctx, nctx, hp->n_ctx_train, &longest, err)) ||
+        (rc = model_check_memory(m, longest, 1, o->kv, err))) {
         model_free(m);
         return rc;
     }
@@ -731,16 +738,17 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
         W = KB_MAX(W, p->window ? p->window : p->ops->window_default);
     }
     if (o->threads) bench_set_threads(o->threads);
-    double bw, ho;
-    probe_machine(&bw, &ho);
-    if (!o->quiet) {
-        char hs[64] = "";
-        if (ho > 0) snprintf(hs, sizeof hs, ", hand-over round trip %.0f ns", ho);
-        fprintf(stderr, "kvbench %s: measured read bandwidth %.2f GB/s (%d threads)%s\n", o->cmd, bw,
-                kb_pool_threads(), hs);
-    }
     char snapdir[1100] = "";
     int rc = 0;
+    /* the model and the contexts are checked before the machine is measured
+     * (seconds): a synthetic model's preset here, without building its
+     * weights; a GGUF file by make_snapshots */
+    kb_hparams shp;
+    int longest;
+    rc = model_synthetic_hparams(o->model, &shp, err); /* -1: a GGUF file */
+    if (rc == 0) rc = fit_contexts(o, ctx, nctx, shp.n_ctx_train, &longest, err);
+    if (rc > 0) return rc;
+    rc = 0;
     if (fill == KB_FILL_PREFILL) {
         const char *base = o->out_dir ? o->out_dir : (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
         struct stat st;
@@ -757,6 +765,14 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
             if (made) rmdir(o->out_dir);
             return rc;
         }
+    }
+    double bw, ho;
+    probe_machine(&bw, &ho);
+    if (!o->quiet) {
+        char hs[64] = "";
+        if (ho > 0) snprintf(hs, sizeof hs, ", hand-over round trip %.0f ns", ho);
+        fprintf(stderr, "kvbench %s: measured read bandwidth %.2f GB/s (%d threads)%s\n", o->cmd, bw,
+                kb_pool_threads(), hs);
     }
     kb_table t;
     table_init(&t, kb_latency_cols, kb_latency_ncols);

@@ -292,15 +292,27 @@ static void synth_fill(uint8_t *p, size_t bytes, uint32_t type, uint64_t seed) {
     }
 }
 
-static int load_synthetic(const char *preset, kb_model *m, kb_err *err) {
-    const synth_preset *sp = NULL;
+static const synth_preset *find_preset(const char *preset, kb_err *err) {
     for (size_t i = 0; i < KB_ARRAY_LEN(presets); i++)
-        if (!strcmp(presets[i].name, preset)) sp = &presets[i];
-    if (!sp)
-        return kb_fail(err, KB_EINPUT,
-                       "unknown synthetic model 'synthetic:%s' (known: synthetic:smollm2-135m, "
-                       "synthetic:llama3.1-8b)",
-                       preset);
+        if (!strcmp(presets[i].name, preset)) return &presets[i];
+    kb_fail(err, KB_EINPUT,
+            "unknown synthetic model 'synthetic:%s' (known: synthetic:smollm2-135m, "
+            "synthetic:llama3.1-8b)",
+            preset);
+    return NULL;
+}
+
+int model_synthetic_hparams(const char *spec, kb_hparams *hp, kb_err *err) {
+    if (strncmp(spec, "synthetic:", 10)) return -1;
+    const synth_preset *sp = find_preset(spec + 10, err);
+    if (!sp) return KB_EINPUT;
+    *hp = sp->hp;
+    return 0;
+}
+
+static int load_synthetic(const char *preset, kb_model *m, kb_err *err) {
+    const synth_preset *sp = find_preset(preset, err);
+    if (!sp) return KB_EINPUT;
     m->synthetic = 1;
     m->hp = sp->hp;
     m->tied = sp->tied;

@@ -47,6 +47,10 @@ typedef struct kb_model {
 /* spec: a GGUF path or "synthetic:<preset>" (smollm2-135m, llama3.1-8b). */
 int model_load(const char *spec, kb_model **out, kb_err *err);
 void model_free(kb_model *m);
+/* A synthetic model's hyperparameters without building its weights (a
+ * check before slow work): 0, KB_EINPUT for an unknown preset (the message
+ * model_load gives), or -1 when spec is not "synthetic:...". */
+int model_synthetic_hparams(const char *spec, kb_hparams *hp, kb_err *err);
 /* Names of the synthetic presets, NULL-terminated. */
 extern const char *const kb_synthetic_presets[];
 /* Bytes of weights one decode step reads (every layer matrix + output + norms). */

@@ -241,7 +241,8 @@ def test_bench_methods_rounds(kvbench_bin, tmp_path):
     assert json.loads((tmp_path / "r3" / "run.json").read_text())["rounds"] == 3
 
 
-def test_bench_methods_errors(kvbench_bin, tmp_path):
+def test_bench_methods_errors(kvbench_bin, tiny_llama, tmp_path):
+    tiny = tiny_llama()  # 512 tokens of context
     cases = [
         (["--contexts", "0"], "contexts"),
         (["--contexts", "abc"], "contexts"),
@@ -261,19 +262,31 @@ def test_bench_methods_errors(kvbench_bin, tmp_path):
         (["--budgets", "64,64"], "--budgets lists 64 twice"),
         (["--budgets", "64,"], "--budgets expects"),
         (["--contexts", "1024,,2048"], "--contexts expects"),
-        # a cell that fails is named as its rows are: label, " B=budget" only when it has one
         (["-m", "synthetic:nosuch", "--contexts", "256", "--methods", "full"],
-         ("unknown synthetic model 'synthetic:nosuch'", "bench methods: full, context 256: a cell failed")),
-        (["-m", "synthetic:nosuch", "--contexts", "256", "--methods", "rocketkv", "--budgets", "64"],
-         "bench methods: rocketkv B=64, context 256: a cell failed"),
+         "unknown synthetic model 'synthetic:nosuch'"),
+        (["-m", tiny, "--contexts", "600", "--methods", "full"],
+         "context 600 + 16 decode tokens exceeds the model context of 512 tokens"),
+        # a cell that fails is named as its rows are: label, " B=budget" only when it has one
+        # (a GGUF model filled at random is the one case whose cells check its context)
+        (["-m", tiny, "--fill", "random", "--contexts", "600", "--methods", "full"],
+         ("exceeds the model context of 512 tokens", "bench methods: full, context 600: a cell failed")),
+        (["-m", tiny, "--fill", "random", "--contexts", "600", "--methods", "rocketkv", "--budgets", "64"],
+         "bench methods: rocketkv B=64, context 600: a cell failed"),
     ]
     for args, msg in cases:
         out = tmp_path / "o"
         p = bench(kvbench_bin, *args, "--out", out)
         assert p.returncode == 2, (args, p.stderr)
-        for m in msg if isinstance(msg, tuple) else (msg,):
+        msgs = msg if isinstance(msg, tuple) else (msg,)
+        for m in msgs:
             assert m in p.stderr, (args, p.stderr)
         assert not (out / "latency.csv").exists()
+        # the model and the contexts are checked before the machine is measured
+        # (seconds) and before any cell runs, except where only a cell can (a
+        # GGUF model filled at random)
+        in_cell = any("a cell failed" in m for m in msgs)
+        assert ("a cell failed" in p.stderr) == in_cell, (args, p.stderr)
+        assert ("measured read bandwidth" in p.stderr) == in_cell, (args, p.stderr)
     # a sweep's directory is never overwritten by bench methods
     sweep_dir = tmp_path / "sweep"
     sweep_dir.mkdir()
