@@ -56,7 +56,7 @@ static void split_words(char *buf, kb_prose *p) {
 static int append_file(const char *path, int fortune, char **buf, size_t *len, kb_err *err) {
     char *t;
     size_t n;
-    int rc = file_read_text(path, &t, &n, err); /* a binary or UTF-16 file: refused */
+    int rc = file_read_text(path, &t, &n, err); /* not UTF-8 (binary, UTF-16, Latin-1): refused */
     if (rc) return rc;
     *buf = KB_REALLOC(*buf, *len + n + 2);
     char *o = *buf + *len;

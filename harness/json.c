@@ -55,21 +55,28 @@ static const char *utf8_bad(const char *s, size_t n) {
     return NULL;
 }
 
+/* Text of a file or JSON document: no NUL byte (a C string would end there
+ * unseen) and UTF-8 only; the error names where ("NAME: byte N is NUL" or
+ * "NAME:LINE:COL: byte 0xXX is not valid UTF-8"), then "expected <what>". */
+static int text_check(const char *s, size_t n, const char *name, const char *what, kb_err *err) {
+    const char *nul = memchr(s, 0, n), *bad;
+    if (nul)
+        return kb_fail(err, KB_EINPUT, "%s: byte %zu is NUL, expected %s", name, (size_t)(nul - s), what);
+    if ((bad = utf8_bad(s, n))) {
+        long line, col;
+        line_col(s, bad, &line, &col);
+        return kb_fail(err, KB_EINPUT, "%s:%ld:%ld: byte 0x%02x is not valid UTF-8, expected %s", name,
+                       line, col, (unsigned char)*bad, what);
+    }
+    return 0;
+}
+
 int file_read_text(const char *path, char **out, size_t *len, kb_err *err) {
     size_t n;
     int rc = file_read_all(path, out, &n, err);
     if (rc) return rc;
-    const char *nul = memchr(*out, 0, n), *bad;
-    if (nul) {
-        rc = kb_fail(err, KB_EINPUT, "%s: byte %zu is NUL, expected UTF-8 text", path,
-                     (size_t)(nul - *out));
-    } else if ((bad = utf8_bad(*out, n))) {
-        long line, col;
-        line_col(*out, bad, &line, &col);
-        rc = kb_fail(err, KB_EINPUT, "%s:%ld:%ld: byte 0x%02x is not valid UTF-8, expected UTF-8 text "
-                     "(a Latin-1 file, say: convert it with iconv -f latin1 -t utf-8)",
-                     path, line, col, (unsigned char)*bad);
-    }
+    rc = text_check(*out, n, path, "UTF-8 text (a Latin-1 file, say: convert it with iconv -f latin1 -t utf-8)",
+                    err);
     if (rc) {
         free(*out);
         *out = NULL;
@@ -135,17 +142,10 @@ cJSON *json_cli_value(const char *s, const char *opt, const char *arg, kb_err *e
     return cJSON_CreateString(s); /* a bare word is a string */
 }
 
-
 int json_parse(const char *text, size_t len, const char *name, cJSON **out, kb_err *err) {
-    const char *end = NULL, *bad;
-    if (memchr(text, 0, len))
-        return kb_fail(err, KB_EINPUT, "%s: contains a NUL byte; expected JSON text", name);
-    if ((bad = utf8_bad(text, len))) {
-        long line, col;
-        line_col(text, bad, &line, &col);
-        return kb_fail(err, KB_EINPUT, "%s:%ld:%ld: byte 0x%02x is not valid UTF-8 (JSON text is UTF-8)",
-                       name, line, col, (unsigned char)*bad);
-    }
+    const char *end = NULL;
+    int rc = text_check(text, len, name, "JSON text (which is UTF-8)", err);
+    if (rc) return rc;
     if (json_has_nul_escape(text, len))
         return kb_fail(err, KB_EINPUT, "%s: \\u0000 in a string is not supported (the text would "
                        "end there)", name);
