@@ -211,6 +211,56 @@ static int chat_line(const cJSON *j, const char **system, const char ***msgs, in
     return 0;
 }
 
+/* One --jsonl line (jsonl_foreach_value has refused what is not JSON, is
+ * not UTF-8 or holds a NUL): its output is appended to out. */
+typedef struct tok_jsonl {
+    const kb_tokenizer *tok;
+    kb_chat_format fmt;
+    int chat, decode, print_text, render, parse_special, add_bos;
+    outbuf *out;
+    double t_work;
+    long n_tokens, n_bytes;
+} tok_jsonl;
+
+static int tok_line(const cJSON *j, long lineno, void *ctx, kb_err *err) {
+    (void)lineno;
+    tok_jsonl *c = ctx;
+    char why[512];
+    int32_t *ids = NULL;
+    int n = 0;
+    double t0;
+    if (c->chat) {
+        const char *sys = NULL, **msgs = NULL;
+        int nm = 0;
+        if (chat_line(j, &sys, &msgs, &nm, why, sizeof why)) return kb_fail(err, KB_EINPUT, "%s", why);
+        t0 = kb_now();
+        chat_render(c->tok, c->fmt, sys, msgs, nm, c->print_text, c->out, &c->n_tokens);
+        c->t_work += kb_now() - t0;
+        free(msgs);
+    } else if (c->decode) {
+        if (decode_json_ids(j, tokenizer_n_vocab(c->tok), &ids, &n, why, sizeof why))
+            return kb_fail(err, KB_EINPUT, "%s", why);
+        t0 = kb_now();
+        char *s = tokenizer_decode(c->tok, ids, n, c->render);
+        c->t_work += kb_now() - t0;
+        ob_json_str(c->out, s);
+        free(s);
+    } else {
+        const cJSON *txt = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, "text") : j;
+        if (!cJSON_IsString(txt))
+            return kb_fail(err, KB_EINPUT, "expected a JSON string or an object with a \"text\" string");
+        size_t len = strlen(txt->valuestring);
+        t0 = kb_now();
+        tokenizer_encode(c->tok, txt->valuestring, len, c->parse_special, c->add_bos, &ids, &n, err);
+        c->t_work += kb_now() - t0;
+        c->n_bytes += (long)len;
+        ob_ids(c->out, ids, n);
+    }
+    c->n_tokens += n;
+    free(ids);
+    return 0;
+}
+
 int cmd_tokenize(int argc, char **argv) {
     enum { OPT_JSONL = 256, OPT_NOSPECIAL, OPT_BOS, OPT_DECODE, OPT_RENDER, OPT_TIME, OPT_CHAT,
            OPT_SYSTEM, OPT_PRINT_TEXT };
@@ -318,94 +368,15 @@ int cmd_tokenize(int argc, char **argv) {
         n_tokens += n;
         free(ids);
     } else {
-        FILE *in = fopen(jsonl, "r");
-        if (!in) {
-            fprintf(stderr, "kvbench tokenize: %s: cannot open: %s\n", jsonl, strerror(errno));
+        tok_jsonl c = {tok, fmt, chat != NULL, decode, print_text, render, parse_special, add_bos, &out,
+                       0, 0, 0};
+        if (jsonl_foreach_value(jsonl, tok_line, &c, &err)) {
+            fprintf(stderr, "kvbench tokenize: %s\n", err.msg);
             rc = 2;
         }
-        char *line = NULL;
-        size_t line_cap = 0;
-        ssize_t len;
-        long lineno = 0;
-        while (!rc && (len = getline(&line, &line_cap, in)) >= 0) {
-            lineno++;
-            if (memchr(line, 0, (size_t)len)) {
-                fprintf(stderr, "kvbench tokenize: %s:%ld: a NUL byte in the line, expected JSON text\n",
-                        jsonl, lineno);
-                rc = 2;
-                break;
-            }
-            while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
-            size_t k = 0;
-            while (k < (size_t)len && (line[k] == ' ' || line[k] == '\t')) k++;
-            if (k == (size_t)len) continue;
-            cJSON *j = cJSON_ParseWithLength(line, (size_t)len);
-            if (!j) {
-                fprintf(stderr, "kvbench tokenize: %s:%ld: not valid JSON\n", jsonl, lineno);
-                rc = 2;
-                break;
-            }
-            int32_t *ids = NULL;
-            int n = 0;
-            if (chat) {
-                const char *sys = NULL, **msgs = NULL;
-                int nm = 0;
-                if (chat_line(j, &sys, &msgs, &nm, why, sizeof why)) {
-                    fprintf(stderr, "kvbench tokenize: %s:%ld: %s\n", jsonl, lineno, why);
-                    rc = 2;
-                } else {
-                    double t0 = kb_now();
-                    chat_render(tok, fmt, sys, msgs, nm, print_text, &out, &n_tokens);
-                    t_work += kb_now() - t0;
-                }
-                free(msgs);
-            } else if (decode) {
-                if (decode_json_ids(j, tokenizer_n_vocab(tok), &ids, &n, why, sizeof why)) {
-                    fprintf(stderr, "kvbench tokenize: %s:%ld: %s\n", jsonl, lineno, why);
-                    rc = 2;
-                } else {
-                    double t0 = kb_now();
-                    char *s = tokenizer_decode(tok, ids, n, render);
-                    t_work += kb_now() - t0;
-                    ob_json_str(&out, s);
-                    free(s);
-                }
-            } else {
-                const cJSON *txt = j;
-                if (cJSON_IsObject(j)) txt = cJSON_GetObjectItemCaseSensitive(j, "text");
-                if (!cJSON_IsString(txt)) {
-                    fprintf(stderr,
-                            "kvbench tokenize: %s:%ld: expected a JSON string or an object with a "
-                            "\"text\" string\n",
-                            jsonl, lineno);
-                    rc = 2;
-                } else {
-                    /* cJSON strings are NUL-terminated: an escaped \u0000
-                     * inside the text would cut it short, so refuse it. */
-                    const char *s = txt->valuestring;
-                    if (json_has_nul_escape(line, strlen(line))) {
-                        fprintf(stderr, "kvbench tokenize: %s:%ld: text contains \\u0000, which is "
-                                        "not supported\n", jsonl, lineno);
-                        rc = 2;
-                    } else {
-                        double t0 = kb_now();
-                        tokenizer_encode(tok, s, strlen(s), parse_special, add_bos, &ids, &n, &err);
-                        t_work += kb_now() - t0;
-                        n_bytes += (long)strlen(s);
-                        ob_ids(&out, ids, n);
-                    }
-                }
-            }
-            n_tokens += n;
-            free(ids);
-            cJSON_Delete(j);
-        }
-        free(line);
-        if (!rc && in && ferror(in)) {
-            fprintf(stderr, "kvbench tokenize: %s: read error: %s\n", jsonl, strerror(errno));
-            rc = 2;
-        }
-        if (in) fclose(in);
+        t_work += c.t_work;
+        n_tokens += c.n_tokens;
+        n_bytes += c.n_bytes;
     }
     if (!rc) {
         fwrite(out.s ? out.s : "", 1, out.n, stdout);

@@ -346,7 +346,7 @@ int json_has_nul_escape(const char *s, size_t n) {
     return 0;
 }
 
-int jsonl_foreach(const char *path, json_line_fn fn, void *ctx, kb_err *err) {
+static int jsonl_walk(const char *path, int objects, json_line_fn fn, void *ctx, kb_err *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return kb_fail(err, KB_EINPUT, "%s: cannot open: %s", path, strerror(errno));
     char *line = NULL;
@@ -365,7 +365,8 @@ int jsonl_foreach(const char *path, json_line_fn fn, void *ctx, kb_err *err) {
         snprintf(name, sizeof name, "%s:%ld", path, lineno);
         cJSON *j = NULL;
         if (memchr(line, 0, l)) {
-            rc = kb_fail(err, KB_EINPUT, "%s: contains a NUL byte; expected a JSON object", name);
+            rc = kb_fail(err, KB_EINPUT, "%s: contains a NUL byte; expected a JSON %s", name,
+                         objects ? "object" : "value");
             break;
         }
         if (json_has_nul_escape(line, l)) {
@@ -382,9 +383,9 @@ int jsonl_foreach(const char *path, json_line_fn fn, void *ctx, kb_err *err) {
         const char *end = NULL;
         j = cJSON_ParseWithLengthOpts(line, l, &end, 0);
         while (j && end < line + l && (*end == ' ' || *end == '\t')) end++;
-        if (!j || !cJSON_IsObject(j) || end < line + l) {
+        if (!j || (objects && !cJSON_IsObject(j)) || end < line + l) {
             cJSON_Delete(j);
-            rc = kb_fail(err, KB_EINPUT, "%s: expected one JSON object per line", name);
+            rc = kb_fail(err, KB_EINPUT, "%s: expected one JSON %s per line", name, objects ? "object" : "value");
             break;
         }
         if ((rc = json_check_unique_keys(j, name, err))) {
@@ -402,6 +403,14 @@ int jsonl_foreach(const char *path, json_line_fn fn, void *ctx, kb_err *err) {
     free(line);
     fclose(f);
     return rc;
+}
+
+int jsonl_foreach(const char *path, json_line_fn fn, void *ctx, kb_err *err) {
+    return jsonl_walk(path, 1, fn, ctx, err);
+}
+
+int jsonl_foreach_value(const char *path, json_line_fn fn, void *ctx, kb_err *err) {
+    return jsonl_walk(path, 0, fn, ctx, err);
 }
 
 char *json_print(const cJSON *j, int formatted) {

@@ -53,14 +53,19 @@ int json_get_string_array(const cJSON *obj, const char *where, const char *key, 
 int json_as_int(const cJSON *item, const char *where, const char *key, long lo, long hi,
                 long *out, kb_err *err);
 
-/* JSONL: calls fn(line_obj, lineno, ctx) for each non-empty line; a line that
- * does not parse as a JSON object gives "file:LINE: ..." and stops. A non-zero
- * return from fn stops and is returned (fn fills err; the caller's error is
- * prefixed with file:line). */
 /* 1 if s[0..n) holds the escape \u0000 (cJSON would end the string there). */
 int json_has_nul_escape(const char *s, size_t n);
+/* JSONL: calls fn(line_obj, lineno, ctx) for each line that is not blank
+ * (spaces and tabs only). A line that is not one JSON object (after it only
+ * spaces and tabs), holds a NUL byte, the escape \u0000, a byte that is not
+ * UTF-8 or a key twice gives "file:LINE: ..." and stops. A non-zero return
+ * from fn stops and is returned (fn fills err; the caller's error is
+ * prefixed with file:line). */
 typedef int (*json_line_fn)(const cJSON *obj, long lineno, void *ctx, kb_err *err);
 int jsonl_foreach(const char *path, json_line_fn fn, void *ctx, kb_err *err);
+/* The same with any JSON value on a line (a string, an array...): "expected
+ * one JSON value per line". */
+int jsonl_foreach_value(const char *path, json_line_fn fn, void *ctx, kb_err *err);
 
 /* Reads a whole file into a malloc'ed NUL-terminated buffer. */
 int file_read_all(const char *path, char **out, size_t *len, kb_err *err);

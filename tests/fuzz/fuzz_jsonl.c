@@ -3,7 +3,9 @@
  * One input = one JSONL file image, read by every JSONL consumer of kvbench:
  *   1. jsonl_foreach (harness/json.h) with a callback that checks each line
  *      is an object with a rising line number, and again with a callback
- *      that refuses line 2: the error must then be "FILE:2: ...";
+ *      that refuses line 2: the error must then be "FILE:2: ..."; the same
+ *      with jsonl_foreach_value (any value), which must reach at least the
+ *      lines that jsonl_foreach reached;
  *   2. `kvbench score` (cmd_score, stdout to /dev/null) with one metric and
  *      --first-line picked by a hash of the input: exit code 0 or 2;
  *   3. the SCBench loaders (datasets/scbench.c, through the task registry):
@@ -89,11 +91,12 @@ static uint64_t jl_fz_hash(const uint8_t *d, size_t n) {
 
 typedef struct jl_fz_ctx {
     long last, refuse_at, lines;
+    int objects;
 } jl_fz_ctx;
 
 static int jl_fz_line(const cJSON *obj, long lineno, void *ctx, kb_err *err) {
     jl_fz_ctx *c = ctx;
-    FUZZ_ASSERT(cJSON_IsObject(obj), "line %ld is not an object", lineno);
+    FUZZ_ASSERT(!c->objects || cJSON_IsObject(obj), "line %ld is not an object", lineno);
     FUZZ_ASSERT(lineno > c->last, "line %ld after %ld", lineno, c->last);
     c->last = lineno;
     c->lines++;
@@ -102,10 +105,15 @@ static int jl_fz_line(const cJSON *obj, long lineno, void *ctx, kb_err *err) {
 }
 
 static void jl_fz_foreach(const char *path) {
-    for (int refuse = 0; refuse < 2; refuse++) {
-        jl_fz_ctx c = {0, refuse ? 2 : -1, 0};
+    long reached[2] = {0, 0}; /* [refuse], by jsonl_foreach */
+    for (int k = 0; k < 4; k++) {
+        int refuse = k & 1, objects = k < 2;
+        jl_fz_ctx c = {0, refuse ? 2 : -1, 0, objects};
         kb_err err = {0};
-        int rc = jsonl_foreach(path, jl_fz_line, &c, &err);
+        int rc = (objects ? jsonl_foreach : jsonl_foreach_value)(path, jl_fz_line, &c, &err);
+        if (objects) reached[refuse] = c.last;
+        else FUZZ_ASSERT(c.last >= reached[refuse], "jsonl_foreach_value stopped at line %ld, "
+                         "jsonl_foreach reached line %ld", c.last, reached[refuse]);
         if (rc) {
             FUZZ_ASSERT_ERR(rc, err);
             FUZZ_ASSERT(!strncmp(err.msg, path, strlen(path)), "message without the file: '%s'",

@@ -318,7 +318,7 @@ def test_jsonl_nul(kvbench_bin, tiny, tmp_path):
     raw = tmp_path / "raw.jsonl"
     raw.write_bytes(b'"hello"\n"a\x00b"\n')
     p = run(kvbench_bin, "tokenize", "-m", tiny, "--jsonl", raw)
-    assert p.returncode == 2 and f"{raw}:2: a NUL byte" in p.stderr, p.stderr
+    assert p.returncode == 2 and f"{raw}:2: contains a NUL byte; expected a JSON value" in p.stderr, p.stderr
     p = run(kvbench_bin, "tokenize", "-m", tiny, "--jsonl", tmp_path)
     assert p.returncode == 2 and "read error" in p.stderr and p.stdout == "", p.stderr
 

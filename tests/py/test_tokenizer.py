@@ -256,6 +256,42 @@ def test_bad_inputs(tmp_path):
     assert r.returncode == 2 and b"chatml" in r.stderr
 
 
+@pytest.mark.parametrize("mode,line,why", [
+    ("encode", b'{"text": "a"} x', b"expected one JSON value per line"),
+    ("encode", b'"caf\xe9"', b"byte 0xe9 at column 5 is not valid UTF-8"),
+    ("encode", b'{"text": "a", "text": "b"}', b"key 'text' appears twice"),
+    ("decode", b"[1, 2] [3]", b"expected one JSON value per line"),
+    ("chat", b'{"messages": ["a\\u0000b"]}', b"\\u0000 in a string is not supported"),
+], ids=["trailing_text", "latin1", "duplicate_key", "two_arrays", "chat_nul_escape"])
+def test_jsonl_is_strict(tmp_path, mode, line, why):
+    """--jsonl reads lines as every other JSONL reader of kvbench does: one
+    JSON value per line, UTF-8 (RFC 8259), each key once, no \\u0000. Each
+    bad line is refused with FILE:LINE and no output. The tokenizer used to
+    read its lines with its own loop, which took the first value of a line
+    and ignored the rest, tokenized Latin-1 bytes, took the first of two
+    'text' keys (Python's json takes the last) and let \\u0000 cut a chat
+    message short without a word."""
+    p = tmp_path / "in.jsonl"
+    p.write_bytes(b'"ok"\n' if mode == "encode" else b"[1]\n" if mode == "decode"
+                  else b'{"messages": ["ok"]}\n')
+    p.write_bytes(p.read_bytes() + line + b"\n")
+    extra = {"encode": [], "decode": ["--decode"], "chat": ["--chat", "chatml"]}[mode]
+    r = run(["-m", MODEL, "--jsonl", str(p), *extra])
+    assert r.returncode == 2 and r.stdout == b"", r.stderr
+    assert ("%s:2: " % p).encode() + why in r.stderr, r.stderr
+
+
+def test_jsonl_layout(tmp_path):
+    """Blank lines (spaces and tabs), CRLF ends and spaces after the value are
+    layout: the ids equal those of -p for the same texts."""
+    p = tmp_path / "in.jsonl"
+    p.write_bytes(b'"hello world"  \r\n\n \t \n{"text": "caf\xc3\xa9"}\t\n')
+    r = run(["-m", MODEL, "--jsonl", str(p)])
+    assert r.returncode == 0, r.stderr
+    want = b"".join(run(["-m", MODEL, "-p", t]).stdout for t in ["hello world", "caf\u00e9"])
+    assert r.stdout == want and want.count(b"\n") == 2
+
+
 def test_bad_tokenizer_metadata(smol, tmp_path):
     info, _ = smol
     toks, merges = info["tokens"][:400], [m for m in info["merges"][:50]]
