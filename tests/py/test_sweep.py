@@ -592,7 +592,8 @@ def test_plot_refuses_damaged_tables(kvbench_bin, tiny, tmp_path):
     """plot needs the columns it draws (a table of an older version, with
     other columns beside them, is still drawn) and checks the numbers it
     reads: before, a cut summary.csv made "0 figures" with exit 0 and a
-    score 'abc' was drawn as 0."""
+    score 'abc' was drawn as 0; a params cell that is not a JSON object (the
+    ablation figures read it) dropped its cell from them."""
     cfg = write_config(tmp_path / "c.json", methods=["full", "rocketkv"])
     run = tmp_path / "run"
     assert sweep(kvbench_bin, cfg, run, tiny).returncode == 0
@@ -611,6 +612,10 @@ def test_plot_refuses_damaged_tables(kvbench_bin, tiny, tmp_path):
             return f"{name}: data row 1: {column} '{value}', expected a number"
         return f
 
+    def params(d):
+        cell("summary.csv", "params", '{"kernel":7')(d)
+        return "summary.csv: data row 1: params '{\"kernel\":7', expected a JSON object"
+
     def directory(d):
         (d / "summary.csv").unlink()
         (d / "summary.csv").mkdir()
@@ -618,7 +623,7 @@ def test_plot_refuses_damaged_tables(kvbench_bin, tiny, tmp_path):
 
     for i, damage in enumerate([cut, cell("summary.csv", "score", "abc"),
                                 cell("samples.csv", "depth", "x"), cell("summary.csv", "budget", "inf"),
-                                directory]):
+                                params, directory]):
         d = tmp_path / f"bad{i}"
         subprocess.run(["cp", "-r", str(run), str(d)], check=True)
         msg = damage(d)
