@@ -403,7 +403,7 @@ static int lat_cell(const char *spec) {
         cJSON_AddNumberToObject(o, "accountant_T", T);
         cJSON_AddNumberToObject(o, "kv_bytes_resident", res_bytes);
         cJSON_AddNumberToObject(o, "peak_rss", hwm_ok ? (double)hwm : -1);
-        cJSON_AddItemToObject(o, "model", runinfo_model_json(m, model_spec, m->synthetic ? "synthetic" : ""));
+        cJSON_AddItemToObject(o, "model", runinfo_model_json(m, model_spec, "")); /* the parent adds the hash */
         char *out = cJSON_PrintUnformatted(o);
         printf("%s\n", out);
         fflush(stdout);
@@ -819,8 +819,14 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
                     kb_err_prefix(err, "%s%s, context %d", cell->p.label, bs, ctx[ci]);
                     break;
                 }
-                if (!model_json) model_json = cr->model;
-                else cJSON_Delete(cr->model);
+                if (!model_json) { /* the child's, with the file's hash, which the parent reads */
+                    model_json = cr->model;
+                    char sha[65];
+                    model_sha256_text(o->model, sha);
+                    cJSON_ReplaceItemInObjectCaseSensitive(model_json, "sha256", cJSON_CreateString(sha));
+                } else {
+                    cJSON_Delete(cr->model);
+                }
                 cr->model = NULL;
                 if (R > 1 && !o->quiet) { /* each round's time (the medians below are of these) */
                     char bud[32] = "";

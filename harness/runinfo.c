@@ -18,6 +18,15 @@
 
 char *openblas_get_corename(void);
 
+/* The cache's key: size, mtime and ctime to the nanosecond, inode. A file
+ * replaced or rewritten in place changes its ctime even when its size and
+ * mtime are kept (cp -p, rsync -t, touch -r cannot set ctime back). */
+static void sha_cache_key(const struct stat *st, char *key, size_t cap) {
+    snprintf(key, cap, "%lld %lld.%09ld %lld.%09ld %llu", (long long)st->st_size, (long long)st->st_mtim.tv_sec,
+             (long)st->st_mtim.tv_nsec, (long long)st->st_ctim.tv_sec, (long)st->st_ctim.tv_nsec,
+             (unsigned long long)st->st_ino);
+}
+
 int model_sha256(const char *spec, char hex[65], kb_err *err) {
     if (!strncmp(spec, "synthetic:", 10)) {
         snprintf(hex, 65, "synthetic");
@@ -25,27 +34,33 @@ int model_sha256(const char *spec, char hex[65], kb_err *err) {
     }
     struct stat st;
     if (stat(spec, &st)) return kb_fail(err, KB_EINPUT, "%s: cannot stat", spec);
-    char side[1100];
-    snprintf(side, sizeof side, "%s.sha256", spec);
+    char side[1100], key[128], line[256];
+    snprintf(side, sizeof side, "%s.kvbench-sha256", spec);
+    sha_cache_key(&st, key, sizeof key);
     FILE *f = fopen(side, "r");
     if (f) {
-        char h[65];
-        long long size, mtime;
-        int ok = fscanf(f, "%64s %lld %lld", h, &size, &mtime) == 3 && size == (long long)st.st_size &&
-                 mtime == (long long)st.st_mtime && strlen(h) == 64;
+        size_t n = fread(line, 1, sizeof line - 1, f);
         fclose(f);
+        line[n] = 0;
+        /* "<64 lowercase hex digits> <key>\n", nothing else */
+        int ok = n == 64 + 1 + strlen(key) + 1 && strspn(line, "0123456789abcdef") == 64 && line[64] == ' ' &&
+                 !strncmp(line + 65, key, strlen(key)) && line[n - 1] == '\n';
         if (ok) {
-            memcpy(hex, h, 65);
+            memcpy(hex, line, 64);
+            hex[64] = 0;
             return 0;
         }
     }
     int rc = sha256_file(spec, hex, err);
     if (rc) return rc;
-    char line[160];
-    int n = snprintf(line, sizeof line, "%s %lld %lld\n", hex, (long long)st.st_size,
-                     (long long)st.st_mtime);
+    int n = snprintf(line, sizeof line, "%s %s\n", hex, key);
     atomic_write(side, line, (size_t)n, NULL); /* a cache: failure to write is fine */
     return 0;
+}
+
+void model_sha256_text(const char *spec, char hex[65]) {
+    kb_err e = {0};
+    if (model_sha256(spec, hex, &e)) snprintf(hex, 65, "unknown");
 }
 
 cJSON *runinfo_model_json(const kb_model *m, const char *spec, const char *sha) {
@@ -108,9 +123,8 @@ void runinfo_init(kb_runinfo *r, const kb_sweep_config *c, const kb_model *m,
     cJSON_AddItemToObject(j, "config", cJSON_Duplicate(c->root, 1));
     cJSON *ov = cJSON_AddArrayToObject(j, "overrides");
     for (int i = 0; i < o->n_overrides; i++) cJSON_AddItemToArray(ov, cJSON_CreateString(o->overrides[i]));
-    char sha[65] = "unknown";
-    kb_err e;
-    if (model_sha256(model_spec, sha, &e)) snprintf(sha, sizeof sha, "unknown");
+    char sha[65];
+    model_sha256_text(model_spec, sha);
     cJSON_AddItemToObject(j, "model", runinfo_model_json(m, model_spec, sha));
     cJSON_AddItemToObject(j, "machine", runinfo_machine_json());
     cJSON_AddStringToObject(j, "kv_dtype", kb_dtype_name(c->kv_dtype));

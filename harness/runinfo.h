@@ -28,9 +28,12 @@ void runinfo_set_data(kb_runinfo *r, const char *const *provenance, int n, int n
 int runinfo_write(kb_runinfo *r, const char *path, const char *status, kb_err *err);
 void runinfo_free(kb_runinfo *r);
 
-/* The model's sha256 (cached next to the file as <file>.sha256 keyed by size
- * and mtime; "synthetic" for synthetic models). */
+/* The model's sha256 ("synthetic" for synthetic models), cached next to the
+ * file as <file>.kvbench-sha256 keyed by size, mtime and ctime (ns) and
+ * inode; a cache that does not match the file is not used. */
 int model_sha256(const char *spec, char hex[65], kb_err *err);
+/* The same, or "unknown" when the file cannot be read. */
+void model_sha256_text(const char *spec, char hex[65]);
 /* A JSON object describing model, tokenizer and machine (also used by bench). */
 cJSON *runinfo_model_json(const kb_model *m, const char *spec, const char *sha);
 cJSON *runinfo_machine_json(void);

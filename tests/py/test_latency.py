@@ -5,6 +5,7 @@ bytes), never against the code's own output. Timings are only checked to be
 positive: speed is a benchmark, not a test.
 """
 import csv
+import hashlib
 import json
 import math
 import os
@@ -239,6 +240,48 @@ def test_bench_methods_rounds(kvbench_bin, tmp_path):
         assert lo - 5e-5 - 1e-12 <= float(r["attn_bw_fraction"]) <= hi + 5e-5 + 1e-12
     assert float(three["full"]["speedup_vs_full"]) == 1.0
     assert json.loads((tmp_path / "r3" / "run.json").read_text())["rounds"] == 3
+
+
+def test_run_json_model_hash(kvbench_bin, tiny_llama, tmp_path):
+    """run.json names the model file by its sha256 (hashlib is the reference).
+    bench methods wrote "" for a GGUF model until 2026-12-05. The hash is
+    cached next to the file; the cache follows the file: rewritten in place
+    with its size and mtime kept (as cp -p or rsync -t leave them), the run
+    has the new file's hash (the old cache, keyed by size and mtime in
+    seconds, gave the old one). A <model>.sha256 file, the name sha256sum
+    users and model hubs give theirs, is never written."""
+    model = tmp_path / "m.gguf"
+    model.write_bytes(open(tiny_llama(), "rb").read())
+    theirs = tmp_path / "m.gguf.sha256"
+    theirs.write_text("0" * 64 + "  m.gguf\n")
+
+    def run_hash(i):
+        out = tmp_path / f"r{i}"
+        p = bench(kvbench_bin, "-m", model, "--contexts", "64", "--methods", "full", "--decode-tokens", 2,
+                  "--reps", 1, "--out", out)
+        assert p.returncode == 0, p.stderr
+        return json.loads((out / "run.json").read_text())["model"]["sha256"]
+
+    want = hashlib.sha256(model.read_bytes()).hexdigest()
+    assert run_hash(0) == want
+    assert run_hash(1) == want  # from the cache
+    st = os.stat(model)
+    data = bytearray(model.read_bytes())
+    data[-1] ^= 0xFF  # the last byte: tensor data, the run still loads
+    with open(model, "r+b") as f:
+        f.write(data)
+    os.utime(model, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(model).st_size == st.st_size and os.stat(model).st_mtime_ns == st.st_mtime_ns
+    want2 = hashlib.sha256(model.read_bytes()).hexdigest()
+    assert want2 != want and run_hash(2) == want2
+    assert theirs.read_text() == "0" * 64 + "  m.gguf\n"
+    # a cache that is not one (not hex, cut) is not used
+    cache = tmp_path / "m.gguf.kvbench-sha256"
+    key = cache.read_text()[64:]
+    cache.write_text("g" * 64 + key)
+    assert run_hash(3) == want2
+    cache.write_text("f" * 64 + key[:-2])  # the key cut short
+    assert run_hash(4) == want2
 
 
 def test_bench_methods_errors(kvbench_bin, tiny_llama, tmp_path):
