@@ -28,6 +28,7 @@
 #include "harness/atomic.h"
 #include "harness/cli.h"
 #include "harness/json.h"
+#include "harness/version.h"
 #include "harness/npy.h"
 #include "kernels/kernels.h"
 #include "methods/budget.h"
@@ -315,6 +316,9 @@ int cmd_replay(int argc, char **argv) {
 
     /* stats.json */
     cJSON *js = cJSON_CreateObject();
+    cJSON_AddStringToObject(js, "kvbench_version", kb_version());
+    cJSON_AddStringToObject(js, "git_commit", kb_git_desc());
+    cJSON_AddStringToObject(js, "trace_dir", trace_dir);
     cJSON_AddStringToObject(js, "method", p.ops->name);
     cJSON_AddStringToObject(js, "label", p.label);
     cJSON_AddItemToObject(js, "params", method_params_to_json(&p));

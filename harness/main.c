@@ -33,7 +33,7 @@ static void usage(FILE *f) {
     fprintf(f, "usage: kvbench <command> [options]   (kvbench <command> --help)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
         fprintf(f, "  %-9s %s\n", subcommands[i].name, subcommands[i].help);
-    fprintf(f, "\n  --version print the version; help (or --help) prints this\n");
+    fprintf(f, "\n  --version print the version and the commit it was built from; help (or --help) prints this\n");
 }
 
 char *openblas_get_corename(void);
@@ -74,7 +74,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("kvbench %s\n", KVBENCH_VERSION);
+        printf("kvbench %s (commit %s)\n", kb_version(), kb_git_desc());
         return 0;
     }
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)

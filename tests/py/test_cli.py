@@ -3,6 +3,7 @@ print a message naming the option, file, key or line and what was expected,
 and write no output file. Model-free where possible (a tiny random GGUF)."""
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -64,7 +65,8 @@ def test_top_level(kvbench_bin):
     p = run(kvbench_bin, "help")
     assert p.returncode == 0 and "--version" in p.stdout
     p = run(kvbench_bin, "--version")
-    assert p.returncode == 0 and p.stdout.startswith("kvbench "), p.stdout
+    # the version and the commit the binary was built from (run.json's git_commit)
+    assert p.returncode == 0 and re.fullmatch(r"kvbench \d+\.\d+\.\d+ \(commit \S+\)\n", p.stdout), p.stdout
 
 
 @pytest.mark.parametrize("cmd", ["sweep", "generate", "info", "replay", "score", "bench", "plot",

@@ -11,6 +11,7 @@ file / method / key, and leave --out untouched."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -307,3 +308,21 @@ def test_replay_into_a_used_directory(traces, tmp_path):
     assert p.returncode == 0, p.stderr
     assert sorted(os.listdir(out)) == ["out.npy", "selected.npy", "stats.json"]
     assert load(out)["stats"]["method"] == "quest"
+
+
+def test_stats_name_the_build_and_the_trace(traces, tmp_path):
+    """stats.json says which build made it and from which trace, as run.json
+    does for a sweep: the commit is the one `kvbench --version` prints."""
+    d = traces["gqa"][0]
+    out = str(tmp_path / "o")
+    p = replay(d, out, {"method": "quest", "budget": 64})
+    assert p.returncode == 0, p.stderr
+    st = load(out)["stats"]
+    v = subprocess.run([BIN, "--version"], capture_output=True, text=True).stdout
+    m = re.fullmatch(r"kvbench (\S+) \(commit (\S+)\)\n", v)
+    assert m, v
+    assert (st["kvbench_version"], st["git_commit"]) == m.groups()
+    # git describe --always --dirty --abbrev=12 (a tag-based name if the tree gets tags)
+    assert re.fullmatch(r"([\w.-]+-g)?[0-9a-f]{12,}(-dirty)?|unknown", st["git_commit"]), st["git_commit"]
+    assert st["trace_dir"] == d
+
