@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels/kb_base.h"
+
 const char *cli_model_path(const char *opt) {
     if (opt && *opt) return opt;
     const char *env = getenv("KVBENCH_MODEL");
@@ -54,6 +56,31 @@ int cli_parse_double(const char *cmd, const char *opt, const char *s, double lo,
         return 2;
     }
     *out = v;
+    return 0;
+}
+
+int cli_parse_int_list(const char *s, long lo, long hi, int32_t **out, int *n, char *why, size_t why_n) {
+    static const char sep[] = " \t,\n\r";
+    int cap = 16, k = 0;
+    int32_t *v = KB_MALLOC((size_t)cap * sizeof *v);
+    while (*s) {
+        s += strspn(s, sep);
+        if (!*s) break;
+        char *end;
+        errno = 0;
+        long x = strtol(s, &end, 10);
+        if (end == s || errno || x < lo || x > hi || !strchr(sep, *end)) {
+            int tl = (int)strcspn(s, sep); /* the whole item */
+            snprintf(why, why_n, "expected integers in [%ld, %ld], got '%.*s'", lo, hi, tl > 40 ? 40 : tl, s);
+            free(v);
+            return 2;
+        }
+        if (k == cap) v = KB_REALLOC(v, (size_t)(cap *= 2) * sizeof *v);
+        v[k++] = (int32_t)x;
+        s = end;
+    }
+    *out = v;
+    *n = k;
     return 0;
 }
 

@@ -4,6 +4,9 @@
 #ifndef KB_CLI_H
 #define KB_CLI_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 int cmd_info(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
@@ -25,6 +28,11 @@ const char *cli_model_path(const char *opt);
 int cli_parse_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
 int cli_parse_double(const char *cmd, const char *opt, const char *s, double lo, double hi,
                      double *out);
+/* A list of integers in [lo, hi] separated by spaces, tabs, commas or line
+ * ends ("12 7,99"; none is an empty list): 0 with a malloc'ed *out, or 2
+ * with why = "expected integers in [lo, hi], got 'ITEM'" (the whole item,
+ * at most 40 bytes of it). */
+int cli_parse_int_list(const char *s, long lo, long hi, int32_t **out, int *n, char *why, size_t why_n);
 /* "I/N" with 0 <= I < N <= KB_MAX_SHARDS, digits only: 0 on success, -1
  * otherwise (the caller names the option or file). */
 #define KB_MAX_SHARDS 100000

@@ -28,29 +28,12 @@ static void usage(FILE *f) {
             "positions[i] (the distribution of the next token).\n");
 }
 
-static int parse_ids(const char *s, int32_t **out, int *n, long lo, long hi, const char *what) {
-    int cap = 64;
-    *out = malloc((size_t)cap * sizeof **out);
-    *n = 0;
-    const char *p = s;
-    while (*p) {
-        while (*p == ' ' || *p == ',' || *p == '\n' || *p == '\t') p++;
-        if (!*p) break;
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < lo || v > hi || !strchr(" ,\n\t", *end)) {
-            int tl = (int)strcspn(p, " ,\n\t"); /* the whole item */
-            fprintf(stderr, "kvbench logits: %s expects integers in [%ld, %ld], got '%.*s'\n", what,
-                    lo, hi, tl > 40 ? 40 : tl, p);
-            free(*out);
-            *out = NULL;
-            return 2;
-        }
-        if (*n == cap) *out = realloc(*out, (size_t)(cap *= 2) * sizeof **out);
-        (*out)[(*n)++] = (int32_t)v;
-        p = end;
-    }
-    return 0;
+/* ids or positions (cli_parse_int_list) with the option in the message */
+static int parse_ids(const char *s, int32_t **out, int *n, long lo, long hi, const char *opt) {
+    char why[128];
+    if (!cli_parse_int_list(s, lo, hi, out, n, why, sizeof why)) return 0;
+    fprintf(stderr, "kvbench logits: %s: %s\n", opt, why);
+    return 2;
 }
 
 int cmd_logits(int argc, char **argv) {

@@ -94,31 +94,6 @@ static void ob_json_str(outbuf *o, const char *s) {
     ob_put(o, "\"\n", 2);
 }
 
-/* Parses "12 7 99" (spaces, tabs or commas between ids). */
-static int parse_id_list(const char *s, int n_vocab, int32_t **ids, int *n, char *why, size_t why_n) {
-    int cap = 16, k = 0;
-    int32_t *v = KB_MALLOC((size_t)cap * sizeof *v);
-    while (*s) {
-        while (*s == ' ' || *s == '\t' || *s == ',' || *s == '\n' || *s == '\r') s++;
-        if (!*s) break;
-        char *end;
-        long x = strtol(s, &end, 10);
-        if (end == s || x < 0 || x >= n_vocab || !strchr(" \t,\n\r", *end)) {
-            int tl = (int)strcspn(s, " \t,\n\r"); /* the whole item */
-            snprintf(why, why_n, "expected token ids in [0, %d), got '%.*s'", n_vocab,
-                     tl > 40 ? 40 : tl, s);
-            free(v);
-            return 2;
-        }
-        if (k == cap) v = KB_REALLOC(v, (size_t)(cap *= 2) * sizeof *v);
-        v[k++] = (int32_t)x;
-        s = end;
-    }
-    *ids = v;
-    *n = k;
-    return 0;
-}
-
 static int decode_json_ids(const cJSON *j, int n_vocab, int32_t **ids, int *n, char *why, size_t why_n) {
     const cJSON *arr = j;
     if (cJSON_IsObject(j)) arr = cJSON_GetObjectItemCaseSensitive(j, "ids");
@@ -347,7 +322,7 @@ int cmd_tokenize(int argc, char **argv) {
             chat_render(tok, fmt, system, &prompt, 1, print_text, &out, &n_tokens);
             t_work += kb_now() - t0;
         } else if (decode) {
-            if (parse_id_list(prompt, tokenizer_n_vocab(tok), &ids, &n, why, sizeof why)) {
+            if (cli_parse_int_list(prompt, 0, tokenizer_n_vocab(tok) - 1, &ids, &n, why, sizeof why)) {
                 fprintf(stderr, "kvbench tokenize: -p: %s\n", why);
                 rc = 2;
             } else {

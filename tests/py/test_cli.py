@@ -172,9 +172,10 @@ def test_logits_errors(kvbench_bin, tiny, tmp_path):
     out = tmp_path / "l.npy"
     cases = [
         (["-m", tiny, "--tokens", "1,2"], "give --out"),
-        (["-m", tiny, "--tokens", "1,x", "--out", out], "--tokens expects integers"),
+        (["-m", tiny, "--tokens", "1,x", "--out", out], "--tokens: expected integers in [0, "),
         (["-m", tiny, "--tokens", "1,12x", "--out", out], "got '12x'"),
-        (["-m", tiny, "--tokens", "1,999999", "--out", out], "--tokens expects integers"),
+        (["-m", tiny, "--tokens", "1,999999", "--out", out], "got '999999'"),
+        (["-m", tiny, "--tokens", "1,99999999999999999999", "--out", out], "got '99999999999999999999'"),
         (["-m", tiny, "--tokens", "1,2", "--positions", "5", "--out", out], "--positions"),
         (["-m", tiny, "--tokens", "1,2", "--path", "sideways", "--out", out], "--path expects"),
         (["-m", tiny, "--tokens", "1,2", "--positions", "", "--out", out], "--positions expects at least one"),
