@@ -122,7 +122,7 @@ int cmd_logits(int argc, char **argv) {
     }
     if (!rc && !positions) {
         np = n;
-        pos = malloc((size_t)n * sizeof *pos);
+        pos = KB_MALLOC((size_t)n * sizeof *pos);
         for (int i = 0; i < n; i++) pos[i] = i;
     }
     if (rc) {
@@ -132,7 +132,7 @@ int cmd_logits(int argc, char **argv) {
         return rc;
     }
     size_t V = (size_t)hp->n_vocab;
-    float *sel = malloc((size_t)np * V * sizeof(float));
+    float *sel = KB_MALLOC((size_t)np * V * sizeof(float));
     kb_forward *f = forward_new(m, 256);
     kb_prefill pf;
     prefill_init(&pf, hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim, kv, 0, n);
@@ -146,7 +146,7 @@ int cmd_logits(int argc, char **argv) {
     } else {
         /* in chunks, keeping only the wanted rows */
         int chunk = 256;
-        float *all = malloc((size_t)chunk * V * sizeof(float));
+        float *all = KB_MALLOC((size_t)chunk * V * sizeof(float));
         for (int b0 = 0; b0 < n && !rc; b0 += chunk) {
             int nb = KB_MIN(chunk, n - b0);
             rc = forward_prefill(f, ids + b0, nb, b0, &be, all, 0, &err);

@@ -192,7 +192,7 @@ int cmd_merge(int argc, char **argv) {
     long nrefs = 0;
     if (!rc) {
         for (int i = 0; i < ns; i++) nrefs += tabs[i].nrow;
-        refs = malloc((size_t)(nrefs ? nrefs : 1) * sizeof *refs);
+        refs = KB_MALLOC((size_t)nrefs * sizeof *refs);
         long k = 0;
         for (int i = 0; i < ns; i++)
             for (int r = 0; r < tabs[i].nrow; r++)
