@@ -569,7 +569,9 @@ static cell_out cell_row(kb_table *t, const kb_lat_opts *o, const kb_cell *cell,
     snprintf(v[0], 64, "%s", cell->p.ops->name);
     snprintf(v[1], 64, "%s", cell->p.label);
     fmtd(v[3], 64, "%.0f", cell->p.budget > 0 ? cell->p.budget : -1);
-    snprintf(v[4], 64, "%s", cell->p.budget > 0 ? (cell->p.budget_mode == KB_BUDGET_TOPK ? "topk" : "traffic") : "");
+    /* as samples.csv and summary.csv write it (also for a cell without a budget), so
+     * that the cell columns join the tables of one run */
+    snprintf(v[4], 64, "%s", cell->p.budget_mode == KB_BUDGET_TOPK ? "topk" : "traffic");
     snprintf(v[5], 64, "%.0f", co.context);
     snprintf(v[6], 64, "%d", o->decode_tokens);
     snprintf(v[7], 64, "%d", o->reps);

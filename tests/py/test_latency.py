@@ -376,6 +376,12 @@ def test_sweep_latency_part(kvbench_bin, tiny_llama, tmp_path):
     assert sorted((r["label"], r["context"]) for r in rows) == [
         ("full", "128"), ("full", "256"), ("rocketkv", "128"), ("rocketkv", "256")]
     assert all(r["fill"] == "prefill" and r["rounds"] == "2" for r in rows)
+    # the cell columns are written as summary.csv writes them, so the tables join
+    # (latency.csv left budget_mode empty for full until 2026-12-05)
+    key = ("method", "label", "params", "budget", "budget_mode")
+    cells = {tuple(r[k] for k in key) for r in read(out / "summary.csv")}
+    assert {tuple(r[k] for k in key) for r in rows} == cells == {
+        ("full", "full", "", "", "traffic"), ("rocketkv", "rocketkv", "", "32", "traffic")}
     assert json.loads((out / "run.json").read_text())["status"] == "done"
     assert not [f for f in out.iterdir() if f.name.startswith(".kvbench-prefill")]
     # a resumed, finished run keeps its complete latency table
