@@ -135,9 +135,17 @@ static int dir_writable(const char *dir) {
     return 0;
 }
 
+int check_dir_len(const char *dir, kb_err *err) {
+    size_t n = strlen(dir);
+    if (n <= KB_DIR_MAX) return 0;
+    return kb_fail(err, KB_EINPUT, "%.60s...: a directory path of %zu bytes, expected at most %d (kvbench "
+                   "names files inside it)", dir, n, KB_DIR_MAX);
+}
+
 int check_out_path(const char *path, int want_dir, kb_err *err) {
     struct stat st;
     if (!*path) return kb_fail(err, KB_EINPUT, "an empty output path");
+    if (want_dir && check_dir_len(path, err)) return KB_EINPUT;
     if (stat(path, &st) == 0) {
         if (!want_dir && S_ISDIR(st.st_mode))
             return kb_fail(err, KB_EINPUT, "%s: is a directory, expected a file to write", path);

@@ -32,6 +32,13 @@ int make_dirs(const char *path, kb_err *err);
  * one. Writable means a file could be made there: a probe file is created and
  * removed at once (nothing else is created). KB_EINPUT with the path on failure. */
 int check_out_path(const char *path, int want_dir, kb_err *err);
+/* A directory kvbench writes files into (or reads a run's files from) may be
+ * at most KB_DIR_MAX bytes long: the names made inside it then fit their
+ * buffers and are never cut short (a cut name is another file). KB_EINPUT
+ * naming the start of the path otherwise; check_out_path (want_dir 1) checks
+ * this too. */
+#define KB_DIR_MAX 512
+int check_dir_len(const char *dir, kb_err *err);
 /* An exclusive advisory lock (flock) on the directory dir, held while *fd
  * stays open, so that two kvbench processes never write one run directory
  * (each rewrites whole tables: the last writer would drop the other's rows).

@@ -756,6 +756,10 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
         struct stat st;
         int made = o->out_dir && stat(o->out_dir, &st) != 0; /* an error leaves no directory behind */
         if (o->out_dir && (rc = make_dirs(o->out_dir, err))) return rc;
+        if (check_dir_len(base, err)) { /* $TMPDIR (an --out is checked already) */
+            if (made) rmdir(o->out_dir);
+            return KB_EINPUT;
+        }
         snprintf(snapdir, sizeof snapdir, "%s/.kvbench-prefill.%ld", base, (long)getpid());
         if (mkdir(snapdir, 0700) && errno != EEXIST) {
             rc = kb_fail(err, KB_EINPUT, "%s: cannot create: %s", snapdir, strerror(errno));

@@ -132,15 +132,15 @@ int cmd_generate(int argc, char **argv) {
         fprintf(stderr, "kvbench generate: give the prompt with exactly one of -p TEXT or -f FILE\n");
         BAD();
     }
-    char dir[1024]; /* the trace's directory */
-    if (trace_dir) snprintf(dir, sizeof dir, "%s", trace_dir);
-    else snprintf(dir, sizeof dir, "trace_L%ld", trace_layer);
+    char dir[1024]; /* the trace's directory: check_out_path allows KB_DIR_MAX bytes */
+    snprintf(dir, sizeof dir, "trace_L%ld", trace_layer);
     if (trace_layer >= 0) {
         kb_err e = {0};
-        if (check_out_path(dir, 1, &e)) {
+        if (check_out_path(trace_dir ? trace_dir : dir, 1, &e)) {
             fprintf(stderr, "kvbench generate: --trace-dir %s\n", e.msg);
             BAD();
         }
+        if (trace_dir) snprintf(dir, sizeof dir, "%s", trace_dir);
     }
     if (threads) omp_set_num_threads((int)threads);
     kb_err err = {0};

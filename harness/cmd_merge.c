@@ -82,6 +82,11 @@ int cmd_merge(int argc, char **argv) {
         fprintf(stderr, "kvbench merge: OUT_DIR %s\n", err.msg);
         return 2;
     }
+    for (int i = 0; i < ns; i++)
+        if (check_dir_len(argv[2 + i], &err)) { /* SHARD/run.json must fit its buffer */
+            fprintf(stderr, "kvbench merge: shard %s\n", err.msg);
+            return 2;
+        }
     char rj[1200];
     struct stat st_rj;
     int lock_fd = -1; /* OUT_DIR's lock (dir_lock), before looking at what it holds */

@@ -497,6 +497,10 @@ int cmd_plot(int argc, char **argv) {
     pc.run = argv[optind];
     pc.scripts = scripts_dir();
     kb_err err = {0};
+    if (check_dir_len(pc.run, &err)) { /* RUN/plots/<figure>.svg must fit its buffer */
+        fprintf(stderr, "kvbench plot: %s\n", err.msg);
+        return 2;
+    }
     char path[1200];
     snprintf(path, sizeof path, "%s/summary.csv", pc.run);
     kb_table sum, smp, lat;

@@ -34,10 +34,12 @@ int model_sha256(const char *spec, char hex[65], kb_err *err) {
     }
     struct stat st;
     if (stat(spec, &st)) return kb_fail(err, KB_EINPUT, "%s: cannot stat", spec);
-    char side[1100], key[128], line[256];
-    snprintf(side, sizeof side, "%s.kvbench-sha256", spec);
+    char side[4200], key[128], line[256];
+    /* a path too long for the cache's name gets no cache: a cut name could be
+     * the model's own (found 2026-12-05: a 1,099-byte path overwrote the model) */
+    int cache = snprintf(side, sizeof side, "%s.kvbench-sha256", spec) < (int)sizeof side;
     sha_cache_key(&st, key, sizeof key);
-    FILE *f = fopen(side, "r");
+    FILE *f = cache ? fopen(side, "r") : NULL;
     if (f) {
         size_t n = fread(line, 1, sizeof line - 1, f);
         fclose(f);
@@ -54,7 +56,7 @@ int model_sha256(const char *spec, char hex[65], kb_err *err) {
     int rc = sha256_file(spec, hex, err);
     if (rc) return rc;
     int n = snprintf(line, sizeof line, "%s %s\n", hex, key);
-    atomic_write(side, line, (size_t)n, NULL); /* a cache: failure to write is fine */
+    if (cache) atomic_write(side, line, (size_t)n, NULL); /* a cache: failure to write is fine */
     return 0;
 }
 

@@ -124,6 +124,64 @@ def test_info_synthetic_model(kvbench_bin):
         assert f"{spec} is a synthetic model, not a file: info reads GGUF files" in p.stderr, p.stderr
 
 
+def long_path(base, n):
+    """A path of exactly n bytes under base, through directories of 200-byte
+    names (a name may have 255); its parent is made."""
+    d = str(base)
+    while n - len(d) > 250:
+        d = os.path.join(d, "d" * 200)
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "m" * (n - len(d) - 1))
+    assert len(path) == n
+    return path
+
+
+def test_long_paths(kvbench_bin, tiny, tmp_path):
+    """A name kvbench makes from a path the user gave is never cut short by
+    its buffer: a cut name is another file. Until 2026-12-05 a model path of
+    1,099 bytes made the hash cache's name (MODEL.kvbench-sha256, cut to 1,099
+    bytes) the model's own, and the run overwrote the model with the hash
+    line; a sweep --out of 1,100 bytes wrote its tables into the directory
+    named by its first 1,023 bytes. Output and run directories may now be at
+    most 512 bytes (exit 2, nothing made); a model path of any length works,
+    without a cache where the cache's name would not fit."""
+    import hashlib
+    with open(tiny, "rb") as f:
+        data = f.read()
+    want = hashlib.sha256(data).hexdigest()
+    for n in (1084, 1099, 1100, 4000):
+        model = long_path(tmp_path / f"m{n}", n - 5) + ".gguf"
+        with open(model, "wb") as f:
+            f.write(data)
+        out = tmp_path / f"o{n}"
+        p = run(kvbench_bin, "bench", "methods", "-m", model, "--contexts", "64", "--methods", "full",
+                "--decode-tokens", "2", "--reps", "1", "--out", out)
+        assert p.returncode == 0, (n, p.stderr)
+        with open(model, "rb") as f:
+            assert f.read() == data, n
+        assert json.loads((out / "run.json").read_text())["model"]["sha256"] == want, n
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"tasks": [{"task": "needle", "words": [20], "depths": 1, "per_cell": 1,
+                                          "max_new": 2}], "methods": ["full"]}))
+    ok = long_path(tmp_path / "ok", 512)
+    p = run(kvbench_bin, "sweep", cfg, "-m", tiny, "--out", ok)
+    assert p.returncode == 0 and os.path.exists(os.path.join(ok, "samples.csv")), p.stderr
+    for n in (513, 1100):
+        bad = long_path(tmp_path / f"bad{n}", n)
+        msg = f"a directory path of {n} bytes, expected at most 512"
+        for args in (["sweep", cfg, "-m", tiny, "--out", bad],
+                     ["bench", "methods", "-m", tiny, "--contexts", "64", "--methods", "full", "--out", bad],
+                     ["merge", bad, ok], ["merge", str(tmp_path / "new"), bad], ["plot", bad],
+                     ["generate", "-m", tiny, "-p", "hi", "--max-new", "1", "--dump-trace", "0",
+                      "--trace-dir", bad]):
+            p = run(kvbench_bin, *args)
+            assert p.returncode == 2 and msg in p.stderr, (n, args[0], p.stderr)
+        assert sorted(os.listdir(os.path.dirname(bad))) == [], n  # nothing made, cut or not
+    p = run(kvbench_bin, "bench", "methods", "-m", tiny, "--contexts", "64", "--methods", "full",
+            env={"TMPDIR": long_path(tmp_path / "tmp", 600)})
+    assert p.returncode == 2 and "a directory path of 600 bytes" in p.stderr, p.stderr
+
+
 def test_generate_errors(kvbench_bin, tiny, tmp_path):
     (tmp_path / "nul.txt").write_bytes(b"a\0b")
     (tmp_path / "latin1.txt").write_bytes(b"ab\ncd\xe9f")
