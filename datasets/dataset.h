@@ -44,7 +44,7 @@ typedef struct kb_turn {
     char *stop;          /* extra stop string (e.g. "\n" for samsum) or NULL */
     int first_line;      /* 1: score only the first line of the prediction after leading
                             newlines (LongBench trec, triviaqa, samsum) */
-    char kind[32];       /* what this turn asks, for per-turn reports: the task name, or
+    char kind[48];       /* what this turn asks, for per-turn reports: the task name, or
                             the sub-task in mixed SCBench tasks ("scbench_passkey") */
 } kb_turn;
 

@@ -42,6 +42,10 @@ int ds_get_int_list(const cJSON *cfg, const char *key, long lo, long hi, long **
                     kb_err *err);
 /* path relative to env->data_dir unless absolute; malloc'ed. */
 char *ds_data_path(const kb_dataset_env *env, const char *path);
+/* Copies path into dst[cap]; a path that does not fit is refused (KB_EINPUT:
+ * "WHAT: a path of N bytes, expected fewer than CAP") instead of cut: a cut
+ * path names another file, which could exist and be read instead. */
+int ds_path_copy(char *dst, size_t cap, const char *path, const char *what, kb_err *err);
 int ds_file_exists(const char *path);
 
 /* ---- prompt wording (configs/prompts/<family>.json or the task's "prompts") ---- */

@@ -17,7 +17,7 @@
 typedef struct kb_prose {
     char **words; /* [n] the corpus as whitespace-separated words, in order */
     int n;
-    char desc[256]; /* which corpus, e.g. "fortunes-min:/usr/share/games/fortunes" */
+    char desc[4400]; /* which corpus (the whole --haystack path: provenance), e.g. "fortunes-min:/usr/share/games/fortunes" */
 } kb_prose;
 
 typedef struct kb_wordlist {

@@ -877,14 +877,15 @@ static int ruler_generate_spec(const ruler_spec *sp, const cJSON *cfg, const kb_
     c.env = env;
     c.max_new = (int)max_new;
     kb_sample_list mine = {0};
-    char hay_desc[1400] = "";
+    char hay_desc[4700] = ""; /* the prose and word list descriptions, whole */
     if ((rc = wording_load(cfg, env, "ruler", &c.wf, err))) goto out;
     if (sp->kind == R_QA) {
         const char *file;
         if ((rc = json_get_string(cfg, "task config", "file", 1, NULL, &file, err))) goto out;
         char *path = ds_data_path(env, file);
-        snprintf(c.qa_path, sizeof c.qa_path, "%s", path);
+        rc = ds_path_copy(c.qa_path, sizeof c.qa_path, path, "RULER QA data file", err);
         free(path);
+        if (rc) goto out;
         if ((rc = qa_load(c.qa_path, sp->qa_format, &c.qa, err))) goto out;
         snprintf(hay_desc, sizeof hay_desc, "data=%s", c.qa_path);
     } else {

@@ -212,6 +212,15 @@ char *ds_data_path(const kb_dataset_env *env, const char *path) {
     return sb_take(&b);
 }
 
+int ds_path_copy(char *dst, size_t cap, const char *path, const char *what, kb_err *err) {
+    size_t n = strlen(path);
+    if (n < cap) {
+        memcpy(dst, path, n + 1);
+        return 0;
+    }
+    return kb_fail(err, KB_EINPUT, "%s: %.60s...: a path of %zu bytes, expected fewer than %zu", what, path, n, cap);
+}
+
 int ds_count(const kb_dataset_env *env, const kb_sample *s) {
     if (!env->count_tokens) return -1;
     return env->count_tokens(env->count_ctx, s);

@@ -290,6 +290,18 @@ static int load_line(const cJSON *obj, long lineno, void *ctx, kb_err *err) {
     sc_ctx *c = ctx;
     if (c->limit && c->taken >= c->limit) return 0;
     const char *name = c->sp->name;
+    /* the sample id: at most 63 bytes (kb_sample.id), since a longer one cut
+     * could give two samples one id in samples.csv */
+    char id[sizeof ((kb_sample *)0)->id];
+    const cJSON *idv = cJSON_GetObjectItemCaseSensitive(obj, "id");
+    char *ids = idv ? json_text(idv) : NULL;
+    size_t id_len = ids ? strlen(ids) : 0;
+    if (ids) snprintf(id, sizeof id, "%s", ids);
+    else snprintf(id, sizeof id, "line%ld", lineno);
+    free(ids);
+    if (id_len >= sizeof id)
+        return kb_fail(err, KB_EINPUT, "key 'id': %zu bytes, expected at most %zu (a sample id)", id_len,
+                       sizeof id - 1);
     /* context: a string, or for scbench_mf a list of numbers (shown as Python prints it) */
     const cJSON *cv = cJSON_GetObjectItemCaseSensitive(obj, "context");
     if (!cv) cv = cJSON_GetObjectItemCaseSensitive(obj, "input");
@@ -402,12 +414,6 @@ static int load_line(const cJSON *obj, long lineno, void *ctx, kb_err *err) {
                 tu[a].answers[tu[a].n_answers++] = kb_strdup(tu[b].answers[0]);
             }
         }
-    char id[64];
-    const cJSON *idv = cJSON_GetObjectItemCaseSensitive(obj, "id");
-    char *ids = idv ? json_text(idv) : NULL;
-    snprintf(id, sizeof id, "%s", ids ? ids : "");
-    if (!ids) snprintf(id, sizeof id, "line%ld", lineno);
-    free(ids);
     for (int attempt = 0; !rc; attempt++) {
         char *context = NULL;
         tpl_var cvv[] = {{"context", context_raw}};
@@ -809,8 +815,9 @@ static int sc_generate(const sc_spec *sp, const cJSON *cfg, const kb_dataset_env
         snprintf(def, sizeof def, "%s.jsonl", sp->name);
         if ((rc = json_get_string(cfg, "task config", "file", 0, def, &file, err))) goto out_list;
         char *path = ds_data_path(env, file);
-        snprintf(c.file, sizeof c.file, "%s", path);
+        rc = ds_path_copy(c.file, sizeof c.file, path, "SCBench data file", err);
         free(path);
+        if (rc) goto out_list;
         if (!ds_file_exists(c.file)) {
             rc = kb_fail(err, KB_EINPUT, "%s: SCBench data file not found (set the task's "
                                          "'file' or the sweep's data_dir; files come from "

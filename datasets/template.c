@@ -97,11 +97,15 @@ int wording_load(const cJSON *cfg, const kb_dataset_env *env, const char *family
     if (rc) return rc;
     if (custom) {
         char *p = ds_data_path(env, custom);
-        snprintf(w->path, sizeof w->path, "%s", p);
+        rc = ds_path_copy(w->path, sizeof w->path, p, "prompt wording file", err);
         free(p);
     } else {
-        snprintf(w->path, sizeof w->path, "%s/prompts/%s.json", ds_configs_dir(env), family);
+        sbuf b = {0};
+        sb_printf(&b, "%s/prompts/%s.json", ds_configs_dir(env), family);
+        rc = ds_path_copy(w->path, sizeof w->path, b.s, "prompt wording file", err);
+        free(b.s);
     }
+    if (rc) return rc;
     rc = json_load_file(w->path, &w->root, err);
     if (rc) {
         if (!custom)

@@ -31,6 +31,8 @@ typedef struct plotctx {
     char model[320];      /* gp_quote'd */
     int svg, png;
     int made, failed;
+    char **names, **keys; /* figure file names given so far, and what each draws */
+    int n_names;
 } plotctx;
 
 static void usage(FILE *f) {
@@ -59,6 +61,26 @@ static void safe_name(char *dst, size_t cap, const char *src) {
     size_t i = 0;
     for (; *src && i + 1 < cap; src++) dst[i++] = (isalnum((unsigned char)*src) || *src == '-' || *src == '.') ? *src : '_';
     dst[i] = 0;
+}
+
+/* out, the file name of the figure that draws `key` (its task, or label and
+ * budget, unmade safe), made unique in the run: safe_name maps "kv a" and
+ * "kv_a" to one name, and the second figure would replace the first; it gets
+ * "-2" ("-3", ...) instead. */
+static void figure_name(plotctx *pc, char *out, size_t cap, const char *key) {
+    char base[260];
+    snprintf(base, sizeof base, "%s", out);
+    for (int k = 2;; k++) {
+        int i = 0;
+        while (i < pc->n_names && strcmp(pc->names[i], out)) i++;
+        if (i < pc->n_names && !strcmp(pc->keys[i], key)) return; /* the same figure */
+        if (i == pc->n_names) break;
+        if ((size_t)snprintf(out, cap, "%s-%d", base, k) >= cap) break; /* names are far shorter */
+    }
+    pc->names = KB_REALLOC(pc->names, ((size_t)pc->n_names + 1) * sizeof *pc->names);
+    pc->keys = KB_REALLOC(pc->keys, ((size_t)pc->n_names + 1) * sizeof *pc->keys);
+    pc->names[pc->n_names] = kb_strdup(out);
+    pc->keys[pc->n_names++] = kb_strdup(key);
 }
 
 /* src as the inside of a gnuplot single-quoted literal: gnuplot reads no
@@ -289,6 +311,7 @@ static void accuracy_plots(plotctx *pc, const kb_table *sum) {
         safe_name(safe, sizeof safe, task);
         gp_quote(task_q, sizeof task_q, task);
         snprintf(out, sizeof out, "accuracy_%s", safe);
+        figure_name(pc, out, sizeof out, task);
         snprintf(vars, sizeof vars, "ttl='%s: score vs token budget (%s)'\nylab='score (x100, %s)'\n",
                  !strcmp(task, "ALL") ? "Average over tasks" : task_q, pc->model,
                  !strcmp(task, "ALL") ? "mean of task scores" : "mean over samples");
@@ -378,6 +401,7 @@ static void heatmaps(plotctx *pc, const kb_table *smp) {
         char s2[200];
         safe_name(s2, sizeof s2, safe);
         snprintf(out, sizeof out, "needle_%s", s2);
+        figure_name(pc, out, sizeof out, safe);
         snprintf(path, sizeof path, "%s/%s.dat", pc->dir, out);
         kb_atomic_file a;
         kb_err e = {0};
@@ -565,6 +589,12 @@ int cmd_plot(int argc, char **argv) {
     if (have_sum) table_free(&sum);
     if (have_smp) table_free(&smp);
     if (have_lat) table_free(&lat);
+    for (int i = 0; i < pc.n_names; i++) {
+        free(pc.names[i]);
+        free(pc.keys[i]);
+    }
+    free(pc.names);
+    free(pc.keys);
     printf("kvbench plot: %d figures in %s/ (%s%s%s)%s\n", pc.made, pc.dir, pc.png ? "png" : "",
            pc.png && pc.svg ? " + " : "", pc.svg ? "svg" : "",
            pc.failed ? ", some figures failed (above)" : "");

@@ -28,8 +28,10 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* The method's own keys as canonical JSON (sorted keys, compact). */
-static void params_json(const cJSON *obj, char *out, size_t cap) {
+/* The method's own keys as canonical JSON (sorted keys, compact); KB_EINPUT
+ * when that does not fit out[cap] (cut, it would not be JSON: the params
+ * column would lie and the latency part would read no parameters). */
+static int params_json(const cJSON *obj, char *out, size_t cap, const char *where, kb_err *err) {
     const char *keys[64];
     int n = 0;
     for (const cJSON *c = obj->child; c && n < 64; c = c->next)
@@ -39,9 +41,16 @@ static void params_json(const cJSON *obj, char *out, size_t cap) {
     for (int i = 0; i < n; i++)
         cJSON_AddItemToObject(o, keys[i], cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(obj, keys[i]), 1));
     char *s = cJSON_PrintUnformatted(o);
-    snprintf(out, cap, "%s", n ? s : "");
+    size_t len = n ? strlen(s) : 0;
+    int rc = 0;
+    if (len >= cap)
+        rc = kb_fail(err, KB_EINPUT, "%s: the method's parameters take %zu bytes as JSON (%.40s...), expected "
+                     "at most %zu", where, len, s, cap - 1);
+    else
+        snprintf(out, cap, "%s", n ? s : "");
     free(s);
     cJSON_Delete(o);
+    return rc;
 }
 
 static int int_array(const cJSON *arr, const char *where, const char *key, long lo, long hi,
@@ -123,7 +132,7 @@ static int add_cells(kb_sweep_config *c, const cJSON *m, int mi, const int *gb, 
         memset(cell, 0, sizeof *cell);
         rc = method_params_parse(obj, where, &cell->p, err);
         if (rc) break;
-        params_json(obj, cell->params_json, sizeof cell->params_json);
+        if ((rc = params_json(obj, cell->params_json, sizeof cell->params_json, where, err))) break;
         for (int o = 0; o < c->n_cells; o++)
             if (!strcmp(c->cells[o].p.label, cell->p.label) && c->cells[o].p.budget == cell->p.budget)
                 rc = kb_fail(err, KB_EINPUT,
@@ -239,6 +248,9 @@ static int apply_override(cJSON *root, const char *kv, const char *path, kb_err 
 int sweep_config_load_with(const char *path, char *const *overrides, int n_over,
                            kb_sweep_config *c, kb_err *err) {
     memset(c, 0, sizeof *c);
+    if (strlen(path) >= sizeof c->path) /* run.json's config_file would be cut */
+        return kb_fail(err, KB_EINPUT, "%.60s...: a config path of %zu bytes, expected fewer than %zu", path,
+                       strlen(path), sizeof c->path);
     snprintf(c->path, sizeof c->path, "%s", path);
     int rc = json_load_file(path, &c->root, err);
     if (rc) return rc;

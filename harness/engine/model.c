@@ -109,7 +109,8 @@ static int load_gguf(const char *path, kb_model *m, kb_err *err) {
     free(arch);
     char *name = NULL;
     if (gguf_get_str(f, "general.name", &name, NULL) == 0) {
-        snprintf(m->name, sizeof m->name, "%s", name);
+        if ((size_t)snprintf(m->name, sizeof m->name, "%s", name) >= sizeof m->name)
+            memcpy(m->name + sizeof m->name - 4, "...", 4); /* shown cut, not passed off as the name */
         free(name);
     }
 

@@ -28,7 +28,7 @@ typedef struct kb_layer_weights {
 
 typedef struct kb_model {
     kb_hparams hp;
-    char name[128];            /* general.name or the synthetic preset */
+    char name[256];            /* general.name (a longer one ends in "...") or the synthetic preset */
     char path[1024];           /* file path or "synthetic:<preset>" */
     int synthetic;             /* 1: random weights generated in memory (never for accuracy) */
     kb_weight tok_embd;        /* [n_vocab x n_embd] */

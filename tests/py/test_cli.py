@@ -180,6 +180,20 @@ def test_long_paths(kvbench_bin, tiny, tmp_path):
     p = run(kvbench_bin, "bench", "methods", "-m", tiny, "--contexts", "64", "--methods", "full",
             env={"TMPDIR": long_path(tmp_path / "tmp", 600)})
     assert p.returncode == 2 and "a directory path of 600 bytes" in p.stderr, p.stderr
+    # a config path run.json could not hold whole (config_file) is refused, not cut
+    long_cfg = long_path(tmp_path / "cfg", 1030)
+    with open(long_cfg, "w") as f:
+        f.write(cfg.read_text())
+    p = run(kvbench_bin, "sweep", long_cfg, "-m", tiny, "--dry-run")
+    assert p.returncode == 2 and "a config path of 1030 bytes, expected fewer than 1024" in p.stderr, p.stderr
+    # a GGUF general.name longer than the name kept is shown cut ("..."), not passed off whole
+    import tinymodel
+    named = tmp_path / "named.gguf"
+    tinymodel._build(named, name="n" * 300)
+    p = run(kvbench_bin, "bench", "methods", "-m", named, "--contexts", "64", "--methods", "full",
+            "--decode-tokens", "2", "--reps", "1", "--out", tmp_path / "named")
+    assert p.returncode == 0, p.stderr
+    assert json.loads((tmp_path / "named" / "run.json").read_text())["model"]["name"] == "n" * 252 + "..."
 
 
 def test_generate_errors(kvbench_bin, tiny, tmp_path):

@@ -502,6 +502,56 @@ def test_longbench_e_subtasks_limit_and_default_budget(tmp_path):
     assert rows[2]["truncate_to"] == 4096 - 64 - 64
 
 
+def test_long_strings_are_refused_not_cut(tmp_path):
+    """A string kvbench keeps in a fixed buffer is never cut short where the cut
+    would change what it means (until 2026-12-05 each of these was cut):
+    LongBench-E's passage_retrieval_en_e (32 characters) got the kind
+    longbench_passage_retrieval_en_ (31); sample ids over 63 bytes became equal
+    once cut, so two samples shared an id; and a data file path over 1,023
+    bytes was cut and the file at the cut path, when there was one, was read
+    instead, with the cut path in the provenance."""
+    import shutil
+    lb = tmp_path / "lb"
+    shutil.copytree(os.path.join(FIX, "longbench"), lb)
+    shutil.copy(lb / "data" / "passage_retrieval_en.jsonl", lb / "data" / "passage_retrieval_en_e.jsonl")
+    rows = prompts([{"task": "longbench", "dir": str(lb), "subtasks": ["passage_retrieval_en"], "e": True}],
+                   tmp_path)
+    assert rows and all(t["kind"] == "longbench_passage_retrieval_en_e" for s in rows for t in s["turns"])
+    # sample ids: 63 bytes are taken, 64 refused with the file and line
+    data = [json.loads(ln) for ln in open(lb / "data" / "qasper.jsonl")][:2]
+    for n, ok in ((63, True), (64, False)):
+        for i, d in enumerate(data):
+            d["_id"] = "a" * (n - 1) + str(i)
+        with open(lb / "data" / "qasper.jsonl", "w") as f:
+            f.writelines(json.dumps(d) + "\n" for d in data)
+        r = run([{"task": "longbench", "dir": str(lb), "subtasks": ["qasper"]}], tmp_path, "--counter", "bytes4")
+        if ok:
+            assert r.returncode == 0 and len({json.loads(x)["id"] for x in r.stdout.splitlines()}) == 2, r.stderr
+        else:
+            assert r.returncode == 2 and "qasper.jsonl:1: key '_id': 64 bytes, expected at most 63" in r.stderr, \
+                r.stderr
+    sc = [json.loads(ln) for ln in open(os.path.join(FIX, "scbench", "scbench_kv.jsonl"))][:1]
+    sc[0]["id"] = "b" * 64
+    bad = tmp_path / "sc_long_id.jsonl"
+    bad.write_text(json.dumps(sc[0]) + "\n")
+    r = run([{"task": "scbench_kv", "file": str(bad)}], tmp_path, "--counter", "bytes4")
+    assert r.returncode == 2 and "sc_long_id.jsonl:1: key 'id': 64 bytes, expected at most 63" in r.stderr, r.stderr
+    # a data file whose path, cut to 1,023 bytes, names another file that exists
+    d = str(tmp_path / "deep")
+    while 1023 - len(d) - len("/scbench_kv.jsonl") > 250:
+        d = os.path.join(d, "d" * 200)
+    d = os.path.join(d, "e" * (1023 - len(d) - 1 - len("/scbench_kv.jsonl")))
+    os.makedirs(d)
+    cut = os.path.join(d, "scbench_kv.jsonl")
+    assert len(cut) == 1023
+    shutil.copy(os.path.join(FIX, "scbench", "scbench_kv.jsonl"), cut)
+    shutil.copy(cut, cut + ".v2")
+    r = run([{"task": "scbench_kv", "file": cut + ".v2"}], tmp_path, "--counter", "bytes4")
+    assert r.returncode == 2 and "SCBench data file" in r.stderr and "a path of 1026 bytes" in r.stderr, r.stderr
+    r = run([{"task": "scbench_kv", "file": cut}], tmp_path, "--counter", "bytes4")  # 1,023 bytes fit
+    assert r.returncode == 0 and r.stdout, r.stderr
+
+
 # ---------------------------------------------------------------- bad input
 
 BAD = [

@@ -589,6 +589,26 @@ def test_merge_needs_every_cell(kvbench_bin, tiny, tmp_path):
     assert not (tmp_path / "m").exists()
 
 
+def test_plot_names_every_figure_apart(kvbench_bin, tiny, tmp_path):
+    """Figure file names are made safe (characters other than letters, digits,
+    '-' and '.' become '_'), so labels "kv a" and "kv_a" give one name; until
+    2026-12-05 the second heatmap silently replaced the first. Now it gets
+    "-2"."""
+    task = [{"task": "needle", "words": [60, 120], "depths": [0.0, 1.0], "per_cell": 1, "max_new": 2}]
+    cfg = write_config(tmp_path / "c.json", tasks=task, budgets=[32],
+                       methods=[{"method": "rocketkv", "label": "kv a"},
+                                {"method": "snapkv", "label": "kv_a"}])
+    run = tmp_path / "run"
+    assert sweep(kvbench_bin, cfg, run, tiny).returncode == 0
+    p = subprocess.run([kvbench_bin, "plot", str(run)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    dats = sorted(f.name for f in (run / "plots").iterdir() if f.name.startswith("needle_"))
+    assert dats == ["needle_kv_a_B32-2.dat", "needle_kv_a_B32-2.png", "needle_kv_a_B32-2.svg",
+                    "needle_kv_a_B32.dat", "needle_kv_a_B32.png", "needle_kv_a_B32.svg"], dats
+    # accuracy figures: one per task, and ALL only with several tasks
+    assert (run / "plots" / "accuracy_needle.png").exists()
+
+
 def test_plot_refuses_damaged_tables(kvbench_bin, tiny, tmp_path):
     """plot needs the columns it draws (a table of an older version, with
     other columns beside them, is still drawn) and checks the numbers it

@@ -307,7 +307,7 @@ def _rope_divisors(head_dim, theta, factor=8.0, low=1.0, high=4.0, orig=8192):
 def _build(path, *, n_layer=2, n_embd=64, n_head=4, n_head_kv=2, n_ff=96, n_ctx=512,
            wtype="Q4_1", embd_type=None, tied=True, rope_theta=10000.0, rope_scaling=None,
            rope_freqs=False, seed=0, tokenizer="bpe-tiny", arch="llama", skip_tensors=(),
-           skip_keys=(), shape_delta=None, key_values=None, bad_token_type=None):
+           skip_keys=(), shape_delta=None, key_values=None, bad_token_type=None, name="tiny-llama"):
     if tokenizer != "bpe-tiny":
         raise ValueError(f"tokenizer {tokenizer!r}: only 'bpe-tiny' is available")
     if n_embd % n_head or n_head % n_head_kv:
@@ -328,7 +328,7 @@ def _build(path, *, n_layer=2, n_embd=64, n_head=4, n_head_kv=2, n_ff=96, n_ctx=
         if key not in skip_keys:
             fn(key, value)
 
-    w.add_name("tiny-llama")
+    w.add_name(name)
     kv(w.add_uint32, p + "context_length", n_ctx)
     kv(w.add_uint32, p + "embedding_length", n_embd)
     kv(w.add_uint32, p + "block_count", n_layer)
