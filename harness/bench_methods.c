@@ -752,7 +752,8 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
     if (rc > 0) return rc;
     rc = 0;
     if (fill == KB_FILL_PREFILL) {
-        const char *base = o->out_dir ? o->out_dir : (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+        const char *tmp = getenv("TMPDIR"); /* set but empty is unset, as for mkstemp(3) users */
+        const char *base = o->out_dir ? o->out_dir : tmp && *tmp ? tmp : "/tmp";
         struct stat st;
         int made = o->out_dir && stat(o->out_dir, &st) != 0; /* an error leaves no directory behind */
         if (o->out_dir && (rc = make_dirs(o->out_dir, err))) return rc;
