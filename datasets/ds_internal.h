@@ -47,6 +47,10 @@ char *ds_data_path(const kb_dataset_env *env, const char *path);
  * path names another file, which could exist and be read instead. */
 int ds_path_copy(char *dst, size_t cap, const char *path, const char *what, kb_err *err);
 int ds_file_exists(const char *path);
+/* A sample id from a data file (key: its name there) must fit kb_sample.id:
+ * a longer one is refused (KB_EINPUT: "key 'KEY': N bytes, expected at most
+ * 63 (a sample id)"), since cut, two samples could get one id. */
+int ds_id_check(const char *id, const char *key, kb_err *err);
 
 /* ---- prompt wording (configs/prompts/<family>.json or the task's "prompts") ---- */
 typedef struct ds_wording {

@@ -93,11 +93,7 @@ static int lb_line(const cJSON *obj, long lineno, void *ctx, kb_err *err) {
     if (!strcmp(c->sp->metric, "classification") && !cJSON_IsArray(cl))
         return kb_fail(err, KB_EINPUT, "key 'all_classes': %s needs the class list",
                        c->sp->name);
-    /* a sample id is at most 63 bytes (kb_sample.id): a longer one cut would
-     * give two samples the same id in samples.csv */
-    if (cJSON_IsString(id) && strlen(id->valuestring) >= sizeof ((kb_sample *)0)->id)
-        return kb_fail(err, KB_EINPUT, "key '_id': %zu bytes, expected at most %zu (a sample id)",
-                       strlen(id->valuestring), sizeof ((kb_sample *)0)->id - 1);
+    if (cJSON_IsString(id) && ds_id_check(id->valuestring, "_id", err)) return KB_EINPUT;
     tpl_var v[] = {{"context", cx->valuestring}, {"input", in->valuestring}};
     char *prompt;
     int rc = tpl_format(c->tmpl, v, 2, c->tmpl_where, &prompt, err);
@@ -139,9 +135,11 @@ static int find_file(const char *dir, const char *const *cands, int n, const cha
                      char *out, size_t cap, const char *what, kb_err *err) {
     char tried[2048] = "";
     for (int i = 0; i < n; i++) {
-        if ((size_t)snprintf(out, cap, "%s/%s%s", dir, cands[i], name) >= cap) /* never a cut name */
-            return kb_fail(err, KB_EINPUT, "LongBench %s: %.60s...: a path of %zu bytes, expected fewer than %zu",
-                           what, dir, strlen(dir) + 1 + strlen(cands[i]) + strlen(name), cap);
+        sbuf b = {0};
+        sb_printf(&b, "%s/%s%s", dir, cands[i], name);
+        int rc = ds_path_copy(out, cap, b.s, "LongBench file", err);
+        free(b.s);
+        if (rc) return rc;
         if (ds_file_exists(out)) return 0;
         strncat(tried, i ? ", " : "", sizeof tried - strlen(tried) - 1);
         strncat(tried, out, sizeof tried - strlen(tried) - 1);

@@ -221,6 +221,12 @@ int ds_path_copy(char *dst, size_t cap, const char *path, const char *what, kb_e
     return kb_fail(err, KB_EINPUT, "%s: %.60s...: a path of %zu bytes, expected fewer than %zu", what, path, n, cap);
 }
 
+int ds_id_check(const char *id, const char *key, kb_err *err) {
+    size_t n = strlen(id), cap = sizeof ((kb_sample *)0)->id;
+    if (n < cap) return 0;
+    return kb_fail(err, KB_EINPUT, "key '%s': %zu bytes, expected at most %zu (a sample id)", key, n, cap - 1);
+}
+
 int ds_count(const kb_dataset_env *env, const kb_sample *s) {
     if (!env->count_tokens) return -1;
     return env->count_tokens(env->count_ctx, s);

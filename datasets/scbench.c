@@ -290,18 +290,14 @@ static int load_line(const cJSON *obj, long lineno, void *ctx, kb_err *err) {
     sc_ctx *c = ctx;
     if (c->limit && c->taken >= c->limit) return 0;
     const char *name = c->sp->name;
-    /* the sample id: at most 63 bytes (kb_sample.id), since a longer one cut
-     * could give two samples one id in samples.csv */
     char id[sizeof ((kb_sample *)0)->id];
     const cJSON *idv = cJSON_GetObjectItemCaseSensitive(obj, "id");
     char *ids = idv ? json_text(idv) : NULL;
-    size_t id_len = ids ? strlen(ids) : 0;
+    int bad = ids && ds_id_check(ids, "id", err);
     if (ids) snprintf(id, sizeof id, "%s", ids);
     else snprintf(id, sizeof id, "line%ld", lineno);
     free(ids);
-    if (id_len >= sizeof id)
-        return kb_fail(err, KB_EINPUT, "key 'id': %zu bytes, expected at most %zu (a sample id)", id_len,
-                       sizeof id - 1);
+    if (bad) return KB_EINPUT;
     /* context: a string, or for scbench_mf a list of numbers (shown as Python prints it) */
     const cJSON *cv = cJSON_GetObjectItemCaseSensitive(obj, "context");
     if (!cv) cv = cJSON_GetObjectItemCaseSensitive(obj, "input");

@@ -7,6 +7,7 @@ import re
 import subprocess
 
 import pytest
+from longpath import long_path
 
 
 def run(kvbench_bin, *args, env=None, timeout=120):
@@ -122,18 +123,6 @@ def test_info_synthetic_model(kvbench_bin):
         p = run(kvbench_bin, "info", spec, timeout=20)
         assert p.returncode == 2 and not p.stdout, p.stderr
         assert f"{spec} is a synthetic model, not a file: info reads GGUF files" in p.stderr, p.stderr
-
-
-def long_path(base, n):
-    """A path of exactly n bytes under base, through directories of 200-byte
-    names (a name may have 255); its parent is made."""
-    d = str(base)
-    while n - len(d) > 250:
-        d = os.path.join(d, "d" * 200)
-    os.makedirs(d, exist_ok=True)
-    path = os.path.join(d, "m" * (n - len(d) - 1))
-    assert len(path) == n
-    return path
 
 
 def test_long_paths(kvbench_bin, tiny, tmp_path):

@@ -18,6 +18,7 @@ import subprocess
 import sys
 
 import pytest
+from longpath import long_path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -537,10 +538,7 @@ def test_long_strings_are_refused_not_cut(tmp_path):
     r = run([{"task": "scbench_kv", "file": str(bad)}], tmp_path, "--counter", "bytes4")
     assert r.returncode == 2 and "sc_long_id.jsonl:1: key 'id': 64 bytes, expected at most 63" in r.stderr, r.stderr
     # a data file whose path, cut to 1,023 bytes, names another file that exists
-    d = str(tmp_path / "deep")
-    while 1023 - len(d) - len("/scbench_kv.jsonl") > 250:
-        d = os.path.join(d, "d" * 200)
-    d = os.path.join(d, "e" * (1023 - len(d) - 1 - len("/scbench_kv.jsonl")))
+    d = long_path(tmp_path / "deep", 1023 - len("/scbench_kv.jsonl"))
     os.makedirs(d)
     cut = os.path.join(d, "scbench_kv.jsonl")
     assert len(cut) == 1023
