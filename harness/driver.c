@@ -35,6 +35,7 @@
 #include "harness/metrics.h"
 #include "harness/progress.h"
 #include "harness/render.h"
+#include "harness/rundir.h"
 #include "harness/runinfo.h"
 #include "harness/sha256.h"
 #include "harness/table.h"
@@ -828,7 +829,14 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
             goto done_ri;
         }
         if (o->resume && !o->force && (rc = runinfo_check_same(&ri, runjson, err))) goto done_ri;
+    } else if (o->resume && !o->force && file_exists(d.samples_path)) {
+        rc = kb_fail(err, KB_EINPUT, "%s has no run.json beside it, so its rows cannot be checked "
+                     "against this run's config, model and samples: --force to resume anyway, or "
+                     "--out DIR for a new run", d.samples_path);
+        goto done_ri;
     }
+    /* a new run: nothing of a previous one stays (run_dir_clear) */
+    if (!o->resume && (rc = run_dir_clear(out, err))) goto done_ri;
     atomic_clean_stale(out); /* what a killed run was writing */
     done_set done = {0};
     if (o->resume && file_exists(d.samples_path)) {

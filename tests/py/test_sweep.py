@@ -411,6 +411,69 @@ def test_run_directory_safety(kvbench_bin, tiny, tmp_path):
     assert json.load(open(out / "run.json"))["status"] == "interrupted"
 
 
+def test_new_run_keeps_nothing_of_the_old_one(kvbench_bin, tiny, tmp_path):
+    """A run that is not a --resume starts from an empty directory: `--force`
+    over a `bench methods` directory leaves no latency.csv of the old run
+    beside the new run.json (plot would draw it as the new run's), and a
+    samples.csv without its run.json is not resumed (its rows cannot be checked
+    against the config) unless --force."""
+    cfg = write_config(tmp_path / "c.json", methods=["full"])
+    out = tmp_path / "run"
+    p = subprocess.run([kvbench_bin, "bench", "methods", "-m", "synthetic:smollm2-135m", "--contexts", "64",
+                        "--methods", "full", "--decode-tokens", "2", "--reps", "1", "--out", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and (out / "latency.csv").exists(), p.stderr
+    p = sweep(kvbench_bin, cfg, out, tiny, "--force")
+    assert p.returncode == 0, p.stderr
+    assert sorted(os.listdir(out)) == ["run.json", "samples.csv", "summary.csv"]
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "samples.csv").write_bytes((out / "samples.csv").read_bytes())
+    p = sweep(kvbench_bin, cfg, alone, tiny, "--resume")
+    assert p.returncode == 2 and "has no run.json beside it" in p.stderr, p.stderr
+    assert os.listdir(alone) == ["samples.csv"]
+    p = sweep(kvbench_bin, cfg, alone, tiny, "--resume", "--force")
+    assert p.returncode == 0, p.stderr
+    assert rows(alone / "samples.csv") == rows(out / "samples.csv")
+
+
+def test_force_then_crash_then_resume(kvbench_bin, model_file, tmp_path):
+    """`--force --set seed=7` over a finished seed-1 run, killed (SIGKILL)
+    before its first cell ends, then `--resume --set seed=7`: the table must be
+    the seed-7 run's. The old run's rows used to stay until the new run's first
+    cell replaced them, so the resume took them as done (same sample ids and
+    cells, another needle): a seed-1 row under a seed-7 run.json. The default
+    model, so that the one cell (a ~1,300-token prefill) outlasts the polling."""
+    cfg = write_config(tmp_path / "c.json", seed=1, methods=["full"], budgets=[64],
+                       tasks=[{"task": "needle", "words": [1000], "depths": [0.5], "per_cell": 1,
+                               "max_new": 4}])
+    ref = tmp_path / "ref7"
+    assert sweep(kvbench_bin, cfg, ref, model_file, "--set", "seed=7").returncode == 0
+    out = tmp_path / "run"
+    assert sweep(kvbench_bin, cfg, out, model_file).returncode == 0
+    old = rows(out / "samples.csv")
+    assert old[0]["answers"] != rows(ref / "samples.csv")[0]["answers"], "the seeds must give other needles"
+    p = subprocess.Popen([kvbench_bin, "sweep", cfg, "--out", str(out), "-m", model_file, "--force",
+                          "--set", "seed=7"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and p.poll() is None:
+        try:
+            if json.loads((out / "run.json").read_text())["seed"] == 7:
+                break
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.002)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    assert json.load(open(out / "run.json"))["status"] == "running", "the kill must land in the run"
+    if (out / "samples.csv").exists():
+        assert rows(out / "samples.csv") != old, "the old run's rows stayed beside the new run.json"
+        pytest.fail("the kill landed after the first cell: make the prompt longer")
+    r = sweep(kvbench_bin, cfg, out, model_file, "--resume", "--set", "seed=7")
+    assert r.returncode == 0, r.stderr
+    assert rows(out / "samples.csv") == rows(ref / "samples.csv")
+
+
 def test_shards_merge_to_the_single_run(kvbench_bin, tiny, tmp_path):
     cfg = write_config(tmp_path / "c.json")
     single = tmp_path / "single"

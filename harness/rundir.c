@@ -1,0 +1,78 @@
+/* rundir.c - clearing a run directory (rundir.h). */
+#include "harness/rundir.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness/json.h"
+
+/* A figure file's name as plot makes it: no directory part, not hidden, one
+ * of plot's three extensions. */
+static int plain_figure_name(const char *s) {
+    size_t n = strlen(s);
+    if (!n || n > 255 || s[0] == '.' || strchr(s, '/')) return 0;
+    static const char *const ext[] = {".dat", ".png", ".svg"};
+    for (size_t i = 0; i < KB_ARRAY_LEN(ext); i++) {
+        size_t e = strlen(ext[i]);
+        if (n > e && !strcmp(s + n - e, ext[i])) return 1;
+    }
+    return 0;
+}
+
+void plots_listed(const char *dir, char ***names, int *n) {
+    *names = NULL;
+    *n = 0;
+    char path[1200]; /* dir is at most KB_DIR_MAX bytes */
+    snprintf(path, sizeof path, "%s/" KB_PLOTS_MANIFEST, dir);
+    cJSON *j;
+    if (access(path, F_OK) || json_load_file(path, &j, NULL)) return;
+    const cJSON *figs = cJSON_GetObjectItemCaseSensitive(j, "figures"), *f, *file;
+    cJSON_ArrayForEach(f, figs) {
+        cJSON_ArrayForEach(file, cJSON_GetObjectItemCaseSensitive(f, "files")) {
+            if (!cJSON_IsString(file) || !plain_figure_name(file->valuestring)) continue;
+            *names = KB_REALLOC(*names, ((size_t)*n + 1) * sizeof **names);
+            (*names)[(*n)++] = kb_strdup(file->valuestring);
+        }
+    }
+    cJSON_Delete(j);
+}
+
+static int unlink_file(const char *path, kb_err *err) {
+    if (unlink(path) && errno != ENOENT)
+        return kb_fail(err, KB_ERUNTIME, "%s: cannot remove the previous run's file (%s)", path,
+                       strerror(errno));
+    return 0;
+}
+
+int plots_clear(const char *dir, kb_err *err) {
+    char **names;
+    int n, rc = 0;
+    plots_listed(dir, &names, &n);
+    char path[1600];
+    for (int i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/plots/%s", dir, names[i]);
+        if (!rc) rc = unlink_file(path, err);
+        free(names[i]);
+    }
+    free(names);
+    snprintf(path, sizeof path, "%s/" KB_PLOTS_MANIFEST, dir);
+    if (!rc) rc = unlink_file(path, err);
+    snprintf(path, sizeof path, "%s/plots", dir);
+    if (!rc) rmdir(path); /* only when empty: files kvbench did not list stay */
+    return rc;
+}
+
+int run_dir_clear(const char *dir, kb_err *err) {
+    static const char *const files[] = {"run.json", "samples.csv", "summary.csv", "latency.csv"};
+    for (size_t i = 0; i < KB_ARRAY_LEN(files); i++) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        int rc = unlink_file(path, err);
+        if (rc) return rc;
+    }
+    return plots_clear(dir, err);
+}

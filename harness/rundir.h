@@ -1,0 +1,32 @@
+/* rundir.h - what a run directory holds, and clearing what an earlier run
+ * left there: run.json, samples.csv, summary.csv, latency.csv, and the
+ * figures of `kvbench plot` in plots/, listed by plots/plots.json. */
+#ifndef KB_RUNDIR_H
+#define KB_RUNDIR_H
+
+#include "kernels/kb_base.h"
+
+/* The figures' manifest, relative to the run directory. */
+#define KB_PLOTS_MANIFEST "plots/plots.json"
+
+/* The files plots/plots.json of run directory dir lists (names inside plots/;
+ * an entry that is not a plain .dat/.png/.svg name is skipped, so a damaged
+ * or hand-edited manifest cannot name a file elsewhere). *names gets n
+ * strings to free with the array; 0 names when there is no manifest or it is
+ * not one (nothing is listed, so nothing is removed). */
+void plots_listed(const char *dir, char ***names, int *n);
+/* Removes the figures plots/plots.json lists, then the manifest, then plots/
+ * if it is empty; files kvbench did not list stay. KB_ERUNTIME naming the
+ * file when one cannot be removed. */
+int plots_clear(const char *dir, kb_err *err);
+/* Removes what a previous run left in the run directory dir, before a new run
+ * (not --resume) writes its run.json there: run.json first (dir then holds no
+ * run), then samples.csv, summary.csv, latency.csv and the figures
+ * (plots_clear). Otherwise the old rows stay until the new run's first cell
+ * replaces them, a --resume after a crash before that cell takes them as the
+ * new run's (same cells, another model or seed), and what the new run never
+ * writes (latency.csv, figures) stays beside it as if it were its own. A
+ * missing file is fine; KB_ERUNTIME naming the file otherwise. */
+int run_dir_clear(const char *dir, kb_err *err);
+
+#endif
