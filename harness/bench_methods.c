@@ -52,6 +52,7 @@
 #include "harness/engine/model.h"
 #include "harness/json.h"
 #include "harness/machine.h"
+#include "harness/rundir.h"
 #include "harness/runinfo.h"
 #include "harness/table.h"
 #include "harness/version.h"
@@ -716,6 +717,8 @@ int bench_latency(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_er
     int made = own && stat(o->out_dir, &st) != 0;
     int rc = own ? make_dirs(o->out_dir, err) : 0;
     if (!rc && own) rc = dir_lock(o->out_dir, &lock_fd, err);
+    /* the figures of an earlier run here were drawn from its latency.csv */
+    if (!rc && own) rc = plots_clear(o->out_dir, err);
     if (!rc) rc = bench_latency_in(o, cells, n_cells, err);
     if (rc && made) rmdir(o->out_dir); /* only if nothing was written into it */
     dir_unlock(lock_fd);

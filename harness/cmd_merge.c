@@ -19,6 +19,7 @@
 #include "harness/config.h"
 #include "harness/driver.h"
 #include "harness/json.h"
+#include "harness/rundir.h"
 #include "harness/table.h"
 
 typedef struct row_ref {
@@ -219,6 +220,7 @@ int cmd_merge(int argc, char **argv) {
     }
     if (!rc) rc = make_dirs(out, &err);
     if (!rc && lock_fd < 0) rc = dir_lock(out, &lock_fd, &err);
+    if (!rc) rc = plots_clear(out, &err); /* figures of a run --force replaces */
     if (!rc) {
         kb_table m;
         table_init(&m, kb_samples_cols, kb_samples_ncols);

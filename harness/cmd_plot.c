@@ -6,7 +6,11 @@
  *   speedup           decode speedup vs context per method and budget (latency.csv)
  *   ablation_kernel   score vs SnapKV++ pooling kernel (cells whose params set "kernel")
  *   ablation_alpha    score vs budget per stage-split exponent (cells whose params set "alpha")
- */
+ * Every data file starts with comment lines naming the table it was read from
+ * and the run (run.json's commit, config and model sha256, with the sha256 of
+ * both files), and plots/plots.json lists every figure with its files and the
+ * same provenance; the figures of an earlier plot that it lists and this one
+ * does not draw are removed, so plots/ never holds a figure of other data. */
 #include <cjson/cJSON.h>
 #include <getopt.h>
 #include <libgen.h>
@@ -21,7 +25,16 @@
 #include "harness/atomic.h"
 #include "harness/cli.h"
 #include "harness/json.h"
+#include "harness/rundir.h"
+#include "harness/sha256.h"
 #include "harness/table.h"
+#include "harness/version.h"
+
+typedef struct figure {
+    char *name, *key, *from; /* file name (no extension), what it draws, its table */
+    char *files[3];          /* .dat, .png, .svg as written */
+    int nfiles;
+} figure;
 
 typedef struct plotctx {
     const char *run, *scripts;
@@ -31,8 +44,11 @@ typedef struct plotctx {
     char model[320];      /* gp_quote'd */
     int svg, png;
     int made, failed;
-    char **names, **keys; /* figure file names given so far, and what each draws */
-    int n_names;
+    figure *figs;        /* the figures named so far (figure_name) */
+    int n_figs;
+    const char *from;    /* the table the figures being drawn read */
+    char sha_sum[65], sha_smp[65], sha_lat[65]; /* of summary.csv, samples.csv, latency.csv */
+    char run_line[1600]; /* the data files' provenance line for the run */
 } plotctx;
 
 static void usage(FILE *f) {
@@ -72,15 +88,46 @@ static void figure_name(plotctx *pc, char *out, size_t cap, const char *key) {
     snprintf(base, sizeof base, "%s", out);
     for (int k = 2;; k++) {
         int i = 0;
-        while (i < pc->n_names && strcmp(pc->names[i], out)) i++;
-        if (i < pc->n_names && !strcmp(pc->keys[i], key)) return; /* the same figure */
-        if (i == pc->n_names) break;
+        while (i < pc->n_figs && strcmp(pc->figs[i].name, out)) i++;
+        if (i < pc->n_figs && !strcmp(pc->figs[i].key, key)) return; /* the same figure */
+        if (i == pc->n_figs) break;
         if ((size_t)snprintf(out, cap, "%s-%d", base, k) >= cap) break; /* names are far shorter */
     }
-    pc->names = KB_REALLOC(pc->names, ((size_t)pc->n_names + 1) * sizeof *pc->names);
-    pc->keys = KB_REALLOC(pc->keys, ((size_t)pc->n_names + 1) * sizeof *pc->keys);
-    pc->names[pc->n_names] = kb_strdup(out);
-    pc->keys[pc->n_names++] = kb_strdup(key);
+    pc->figs = KB_REALLOC(pc->figs, ((size_t)pc->n_figs + 1) * sizeof *pc->figs);
+    figure *f = &pc->figs[pc->n_figs++];
+    memset(f, 0, sizeof *f);
+    f->name = kb_strdup(out);
+    f->key = kb_strdup(key);
+    f->from = kb_strdup(pc->from);
+}
+
+/* Records that the file <out>.<ext> of figure out was written. */
+static void figure_file(plotctx *pc, const char *out, const char *ext) {
+    for (int i = 0; i < pc->n_figs; i++) {
+        figure *f = &pc->figs[i];
+        if (strcmp(f->name, out) || f->nfiles == 3) continue;
+        char name[300];
+        snprintf(name, sizeof name, "%s.%s", out, ext);
+        f->files[f->nfiles++] = kb_strdup(name);
+        return;
+    }
+}
+
+/* A provenance value on one comment line: control characters -> space. */
+static void put_line_safe(FILE *f, const char *s) {
+    for (; *s; s++) fputc((unsigned char)*s < 0x20 || *s == 0x7f ? ' ' : *s, f);
+}
+
+/* The data file's first lines: what made it, from which table, of which run
+ * (gnuplot skips lines starting with #). */
+static void dat_header(plotctx *pc, FILE *f, const char *out) {
+    const char *sha = !strcmp(pc->from, "summary.csv") ? pc->sha_sum
+                      : !strcmp(pc->from, "samples.csv") ? pc->sha_smp : pc->sha_lat;
+    fprintf(f, "# kvbench plot %s (commit %s): data of figure %s, read from ", kb_version(), kb_git_desc(), out);
+    put_line_safe(f, pc->run);
+    fprintf(f, "/%s (sha256 %s)\n# ", pc->from, sha);
+    put_line_safe(f, pc->run_line);
+    fputc('\n', f);
 }
 
 /* src as the inside of a gnuplot single-quoted literal: gnuplot reads no
@@ -150,8 +197,9 @@ static void gnuplot(plotctx *pc, const char *script, const char *out, const char
         } else if (st) {
             fprintf(stderr, "kvbench plot: gnuplot failed on %s (%s)\n", out, script);
             pc->failed++;
-        } else if (f == 0 || !pc->png) {
-            pc->made++;
+        } else {
+            figure_file(pc, out, f ? "svg" : "png");
+            if (f == 0 || !pc->png) pc->made++;
         }
     }
 }
@@ -229,6 +277,7 @@ static int draw_series(plotctx *pc, series_set *ss, const char *out, const char 
         dat_failed(pc, &e);
         return 0;
     }
+    dat_header(pc, a.f, out);
     int first = 1;
     for (int i = 0; i < ss->n; i++) {
         if (!ss->v[i].n) continue;
@@ -241,6 +290,7 @@ static int draw_series(plotctx *pc, series_set *ss, const char *out, const char 
         dat_failed(pc, &e);
         return 0;
     }
+    figure_file(pc, out, "dat");
     char vars[4096];
     snprintf(vars, sizeof vars, "datafile='%s/%s.dat'\nnblocks=%d\n%s", pc->dir_q, out, blocks, extra_vars);
     gnuplot(pc, script, out, vars);
@@ -408,6 +458,7 @@ static void heatmaps(plotctx *pc, const kb_table *smp) {
         if (atomic_open(&a, path, &e)) {
             dat_failed(pc, &e);
         } else {
+            dat_header(pc, a.f, out);
             for (int yi = 0; yi < ny; yi++)
                 for (int xi = 0; xi < nx; xi++)
                     fprintf(a.f, "%d %d %.6g\n", xi, yi,
@@ -415,6 +466,7 @@ static void heatmaps(plotctx *pc, const kb_table *smp) {
             if (atomic_commit(&a, &e)) {
                 dat_failed(pc, &e);
             } else {
+                figure_file(pc, out, "dat");
                 char xt[4096] = "", yt[4096] = "", vars[10000];
                 size_t o = 0;
                 for (int i = 0; i < nx && o < sizeof xt - 64; i++)
@@ -453,9 +505,10 @@ static void speedup_plot(plotctx *pc, const kb_table *lat) {
         snprintf(name, sizeof name, "%s%s%s", table_get(lat, r, "label"), *b ? " B=" : "", b);
         series_add(series_get(&ss, name), atof(table_get(lat, r, "context")), atof(sp));
     }
-    char vars[1000];
+    char vars[1000], out[64] = "speedup";
     snprintf(vars, sizeof vars, "ttl='Decode speedup over Full KV (%s)'\n", pc->model);
-    draw_series(pc, &ss, "speedup", "speedup.gp", vars);
+    if (ss.n) figure_name(pc, out, sizeof out, "speedup");
+    draw_series(pc, &ss, out, "speedup.gp", vars);
     series_free(&ss);
 }
 
@@ -486,11 +539,110 @@ static void ablation_plots(plotctx *pc, const kb_table *sum) {
     }
     char vars[1000];
     snprintf(vars, sizeof vars, "ttl='SnapKV++ pooling-kernel ablation (%s)'\nxlab='max-pool kernel size'\nlogx=1\n", pc->model);
-    if (ks.n) draw_series(pc, &ks, "ablation_kernel", "ablation.gp", vars);
+    char out[64] = "ablation_kernel";
+    if (ks.n) figure_name(pc, out, sizeof out, "ablation kernel");
+    if (ks.n) draw_series(pc, &ks, out, "ablation.gp", vars);
     snprintf(vars, sizeof vars, "ttl='RocketKV stage-split ablation: average score (%s)'\nxlab='token budget B'\nlogx=1\n", pc->model);
-    if (as.n) draw_series(pc, &as, "ablation_alpha", "ablation.gp", vars);
+    snprintf(out, sizeof out, "ablation_alpha");
+    if (as.n) figure_name(pc, out, sizeof out, "ablation alpha");
+    if (as.n) draw_series(pc, &as, out, "ablation.gp", vars);
     series_free(&ks);
     series_free(&as);
+}
+
+/* The sha256 of RUN/name into hex. */
+static int table_sha(const char *run, const char *name, char hex[65], kb_err *err) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", run, name);
+    return sha256_file(path, hex, err);
+}
+
+static const char *str_or(const cJSON *o, const char *key, const char *dflt) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : dflt;
+}
+
+/* What run.json says of the run, for the manifest (returned) and the data
+ * files' provenance line (line). */
+static cJSON *run_provenance(const cJSON *rj, const char *rsha, char *line, size_t cap) {
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(rj, "model");
+    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(rj, "config");
+    const char *kind = str_or(rj, "kind", "sweep"), *commit = str_or(rj, "git_commit", "?");
+    const char *config = str_or(cfg, "name", str_or(rj, "config_file", "")), *status = str_or(rj, "status", "?");
+    const char *mname = str_or(m, "name", "?"), *msha = str_or(m, "sha256", "?");
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "run_json_sha256", rsha);
+    cJSON_AddStringToObject(o, "kind", kind);
+    if (*config) cJSON_AddStringToObject(o, "config", config);
+    cJSON_AddStringToObject(o, "kvbench_version", str_or(rj, "kvbench_version", "?"));
+    cJSON_AddStringToObject(o, "git_commit", commit);
+    cJSON *mo = cJSON_AddObjectToObject(o, "model");
+    cJSON_AddStringToObject(mo, "name", mname);
+    cJSON_AddStringToObject(mo, "sha256", msha);
+    cJSON_AddStringToObject(o, "status", status);
+    const char *t = str_or(rj, "start_time", NULL);
+    if (t) cJSON_AddStringToObject(o, "start_time", t);
+    snprintf(line, cap, "run: run.json (sha256 %s): %s%s%s, kvbench commit %s, model '%.300s' sha256 %s, "
+             "status %s", rsha, kind, *config ? " of config " : "", config, commit, mname, msha, status);
+    return o;
+}
+
+/* The figures an earlier plot listed that this one did not write are
+ * removed: they were drawn from other data (another run in the directory,
+ * or cells no longer in the tables). */
+static void remove_stale(plotctx *pc) {
+    char **old;
+    int n;
+    plots_listed(pc->run, &old, &n);
+    for (int i = 0; i < n; i++) {
+        int kept = 0;
+        for (int f = 0; f < pc->n_figs && !kept; f++)
+            for (int k = 0; k < pc->figs[f].nfiles && !kept; k++) kept = !strcmp(pc->figs[f].files[k], old[i]);
+        if (!kept) {
+            char path[1600];
+            snprintf(path, sizeof path, "%s/%s", pc->dir, old[i]);
+            unlink(path);
+        }
+        free(old[i]);
+    }
+    free(old);
+}
+
+/* plots/plots.json: the plot that made the figures, the run and tables they
+ * were drawn from, and every figure with its files. */
+static int write_manifest(plotctx *pc, cJSON *run_prov, int have_sum, int have_smp, int have_lat, kb_err *err) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "kind", "plots");
+    cJSON_AddStringToObject(j, "kvbench_version", kb_version());
+    cJSON_AddStringToObject(j, "git_commit", kb_git_desc());
+    cJSON_AddStringToObject(j, "run_dir", pc->run);
+    cJSON_AddItemToObject(j, "run", run_prov ? run_prov : cJSON_CreateNull());
+    cJSON *t = cJSON_AddObjectToObject(j, "tables");
+    if (have_sum) cJSON_AddStringToObject(t, "summary.csv", pc->sha_sum);
+    if (have_smp) cJSON_AddStringToObject(t, "samples.csv", pc->sha_smp);
+    if (have_lat) cJSON_AddStringToObject(t, "latency.csv", pc->sha_lat);
+    cJSON *figs = cJSON_AddArrayToObject(j, "figures");
+    for (int i = 0; i < pc->n_figs; i++) {
+        const figure *f = &pc->figs[i];
+        if (!f->nfiles) continue;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", f->name);
+        cJSON_AddStringToObject(o, "draws", f->key);
+        cJSON_AddStringToObject(o, "from", f->from);
+        cJSON *files = cJSON_AddArrayToObject(o, "files");
+        for (int k = 0; k < f->nfiles; k++) cJSON_AddItemToArray(files, cJSON_CreateString(f->files[k]));
+        cJSON_AddItemToArray(figs, o);
+    }
+    char *s = json_print(j, 1);
+    size_t n = strlen(s);
+    s = KB_REALLOC(s, n + 2);
+    s[n] = '\n';
+    char path[1200];
+    snprintf(path, sizeof path, "%s/" KB_PLOTS_MANIFEST, pc->run);
+    int rc = atomic_write(path, s, n + 1, err);
+    free(s);
+    cJSON_Delete(j);
+    return rc;
 }
 
 int cmd_plot(int argc, char **argv) {
@@ -561,40 +713,76 @@ int cmd_plot(int argc, char **argv) {
         fprintf(stderr, "kvbench plot: %s has neither summary.csv nor latency.csv\n", pc.run);
         return 2;
     }
-    snprintf(pc.model, sizeof pc.model, "model?");
-    snprintf(path, sizeof path, "%s/run.json", pc.run);
-    cJSON *rj;
-    if (access(path, R_OK) == 0 && !json_load_file(path, &rj, NULL)) {
-        const cJSON *m = cJSON_GetObjectItemCaseSensitive(rj, "model");
-        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(m, "name");
-        if (cJSON_IsString(nm)) gp_quote(pc.model, sizeof pc.model, nm->valuestring);
-        cJSON_Delete(rj);
-    }
-    snprintf(pc.dir, sizeof pc.dir, "%s/plots", pc.run);
-    gp_quote(pc.dir_q, sizeof pc.dir_q, pc.dir);
-    gp_quote(pc.scripts_q, sizeof pc.scripts_q, pc.scripts);
-    if (make_dirs(pc.dir, &err)) {
+    /* the provenance: the tables' and run.json's sha256, and what run.json says */
+    if ((have_sum && table_sha(pc.run, "summary.csv", pc.sha_sum, &err)) ||
+        (have_smp && table_sha(pc.run, "samples.csv", pc.sha_smp, &err)) ||
+        (have_lat && table_sha(pc.run, "latency.csv", pc.sha_lat, &err))) {
         fprintf(stderr, "kvbench plot: %s\n", err.msg);
         if (have_sum) table_free(&sum);
         if (have_smp) table_free(&smp);
         if (have_lat) table_free(&lat);
         return 2;
     }
+    snprintf(pc.model, sizeof pc.model, "model?");
+    snprintf(path, sizeof path, "%s/run.json", pc.run);
+    cJSON *rj = NULL, *run_prov = NULL;
+    if (access(path, F_OK) == 0) {
+        char rsha[65];
+        if (json_load_file(path, &rj, &err) || sha256_file(path, rsha, &err)) {
+            /* the figures would be drawn without what makes them traceable */
+            fprintf(stderr, "kvbench plot: %s\n", err.msg);
+            cJSON_Delete(rj);
+            if (have_sum) table_free(&sum);
+            if (have_smp) table_free(&smp);
+            if (have_lat) table_free(&lat);
+            return 2;
+        }
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(rj, "model");
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(m, "name");
+        if (cJSON_IsString(nm)) gp_quote(pc.model, sizeof pc.model, nm->valuestring);
+        run_prov = run_provenance(rj, rsha, pc.run_line, sizeof pc.run_line);
+        cJSON_Delete(rj);
+    } else {
+        fprintf(stderr, "kvbench plot: warning: %s has no run.json: the figures cannot be traced to a "
+                "config, commit or model\n", pc.run);
+        snprintf(pc.run_line, sizeof pc.run_line, "run: none (no run.json beside the table)");
+    }
+    snprintf(pc.dir, sizeof pc.dir, "%s/plots", pc.run);
+    gp_quote(pc.dir_q, sizeof pc.dir_q, pc.dir);
+    gp_quote(pc.scripts_q, sizeof pc.scripts_q, pc.scripts);
+    if (make_dirs(pc.dir, &err)) {
+        fprintf(stderr, "kvbench plot: %s\n", err.msg);
+        cJSON_Delete(run_prov);
+        if (have_sum) table_free(&sum);
+        if (have_smp) table_free(&smp);
+        if (have_lat) table_free(&lat);
+        return 2;
+    }
     if (have_sum) {
+        pc.from = "summary.csv";
         accuracy_plots(&pc, &sum);
         ablation_plots(&pc, &sum);
     }
+    pc.from = "samples.csv";
     if (have_smp) heatmaps(&pc, &smp);
+    pc.from = "latency.csv";
     if (have_lat) speedup_plot(&pc, &lat);
     if (have_sum) table_free(&sum);
     if (have_smp) table_free(&smp);
     if (have_lat) table_free(&lat);
-    for (int i = 0; i < pc.n_names; i++) {
-        free(pc.names[i]);
-        free(pc.keys[i]);
+    remove_stale(&pc);
+    if (write_manifest(&pc, run_prov, have_sum, have_smp, have_lat, &err)) {
+        fprintf(stderr, "kvbench plot: %s\n", err.msg);
+        pc.failed++;
     }
-    free(pc.names);
-    free(pc.keys);
+    for (int i = 0; i < pc.n_figs; i++) {
+        figure *f = &pc.figs[i];
+        free(f->name);
+        free(f->key);
+        free(f->from);
+        for (int k = 0; k < f->nfiles; k++) free(f->files[k]);
+    }
+    free(pc.figs);
     printf("kvbench plot: %d figures in %s/ (%s%s%s)%s\n", pc.made, pc.dir, pc.png ? "png" : "",
            pc.png && pc.svg ? " + " : "", pc.svg ? "svg" : "",
            pc.failed ? ", some figures failed (above)" : "");

@@ -9,6 +9,7 @@ import csv
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -745,6 +746,99 @@ def test_plots(kvbench_bin, tiny, tmp_path):
 
 
 
+def sha256_of(path):
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def test_plot_provenance_and_stale_figures(kvbench_bin, tiny, tmp_path):
+    """Every data file names the table (with its sha256) and the run (run.json's
+    sha256, commit, model sha256) it was drawn from, and plots/plots.json lists
+    every figure with its files and the same provenance, checked here against
+    hashlib and run.json. Figures an earlier plot listed that are no longer
+    drawn are removed; so are all of them when a new run replaces the old one
+    (sweep --force, merge --force, bench methods); files kvbench did not list
+    stay. A damaged run.json is refused (exit 2); a missing one is a warning."""
+    if subprocess.run(["which", "gnuplot"], capture_output=True).returncode:
+        pytest.skip("gnuplot not installed")
+    cfg = write_config(tmp_path / "c.json", methods=["full", "snapkv", "quest"])
+    out = tmp_path / "run"
+    assert sweep(kvbench_bin, cfg, out, tiny).returncode == 0
+    p = subprocess.run([kvbench_bin, "plot", str(out)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    run = json.load(open(out / "run.json"))
+    man = json.load(open(out / "plots" / "plots.json"))
+    assert man["run"]["run_json_sha256"] == sha256_of(out / "run.json")
+    assert man["run"]["git_commit"] == run["git_commit"] and man["run"]["config"] == "t"
+    assert man["run"]["model"]["sha256"] == run["model"]["sha256"] == sha256_of(tiny)
+    assert man["tables"] == {t: sha256_of(out / t) for t in ("summary.csv", "samples.csv")}
+    listed = {f for fig in man["figures"] for f in fig["files"]}
+    on_disk = set(os.listdir(out / "plots")) - {"plots.json"}
+    assert listed == on_disk, (listed ^ on_disk)
+    for fig in man["figures"]:
+        assert fig["files"] == [fig["name"] + e for e in (".dat", ".png", ".svg")], fig
+        with open(out / "plots" / fig["files"][0]) as fh:
+            head = [fh.readline(), fh.readline()]
+        assert f"/{fig['from']} (sha256 {sha256_of(out / fig['from'])})" in head[0], head
+        assert f"run.json (sha256 {sha256_of(out / 'run.json')})" in head[1], head
+        assert f"sha256 {run['model']['sha256']}" in head[1] and run["git_commit"] in head[1], head
+    heat = {fig["name"] for fig in man["figures"] if fig["from"] == "samples.csv"}
+    assert "needle_quest_B32" in heat and "accuracy_needle" in {f["name"] for f in man["figures"]}
+    # a figure no longer drawn goes (the quest rows gone), a file of the user's stays
+    (out / "plots" / "notes.txt").write_text("mine")
+    (out / "plots" / "mine.png").write_bytes(b"mine")
+    for t in ("samples.csv", "summary.csv"):
+        with open(out / t, newline="") as fh:
+            table = list(csv.reader(fh))
+        col = table[0].index("label")
+        with open(out / t, "w", newline="") as fh:
+            csv.writer(fh).writerows([r for r in table if r[col] != "quest"])
+    assert subprocess.run([kvbench_bin, "plot", str(out)], capture_output=True).returncode == 0
+    now = set(os.listdir(out / "plots"))
+    assert not [f for f in now if "quest" in f] and {"notes.txt", "mine.png", "accuracy_needle.png"} <= now
+    # a manifest cannot make plot remove a file outside plots/
+    man = json.load(open(out / "plots" / "plots.json"))
+    man["figures"].append({"name": "x", "files": ["../samples.csv", "/etc/hostname", ".hidden.png"]})
+    (out / "plots" / "plots.json").write_text(json.dumps(man))
+    (out / "plots" / ".hidden.png").write_bytes(b"x")
+    assert subprocess.run([kvbench_bin, "plot", str(out)], capture_output=True).returncode == 0
+    assert (out / "samples.csv").exists() and (out / "plots" / ".hidden.png").exists()
+    # a new run over it: the old figures go, the user's files stay
+    other = write_config(tmp_path / "o.json", methods=["full", "snapkv"],
+                         tasks=[{"task": "vt", "lengths": [1500], "samples": 2}])
+    assert sweep(kvbench_bin, other, out, tiny, "--force").returncode == 0
+    assert sorted(os.listdir(out / "plots")) == [".hidden.png", "mine.png", "notes.txt"]
+    assert subprocess.run([kvbench_bin, "plot", str(out)], capture_output=True).returncode == 0
+    assert {f["name"] for f in json.load(open(out / "plots" / "plots.json"))["figures"]} == \
+        {"accuracy_vt"}
+    # merge --force over a plotted run, and bench methods over its own plotted run
+    shards = run_shards(kvbench_bin, other, tiny, [tmp_path / "s0", tmp_path / "s1"])
+    p = subprocess.run([kvbench_bin, "merge", "--force", str(out), *map(str, shards)], capture_output=True,
+                       text=True)
+    assert p.returncode == 0, p.stderr
+    assert not (out / "plots" / "plots.json").exists() and not (out / "plots" / "accuracy_vt.png").exists()
+    bench = tmp_path / "bench"
+    for _ in range(2):
+        p = subprocess.run([kvbench_bin, "bench", "methods", "-m", "synthetic:smollm2-135m", "--contexts", "64",
+                            "--methods", "full,quest", "--budgets", "16", "--decode-tokens", "2", "--reps", "1",
+                            "--out", str(bench)], capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        assert not (bench / "plots").exists()
+        p = subprocess.run([kvbench_bin, "plot", str(bench)], capture_output=True, text=True)
+        assert p.returncode == 0 and (bench / "plots" / "speedup.png").exists(), p.stderr
+        assert json.load(open(bench / "plots" / "plots.json"))["run"]["kind"] == "bench_methods"
+    # run.json damaged: refused, nothing drawn; missing: a warning, and "run": null
+    (out / "run.json").write_text('{"model": ')
+    shutil.rmtree(out / "plots")
+    p = subprocess.run([kvbench_bin, "plot", str(out)], capture_output=True, text=True)
+    assert p.returncode == 2 and "run.json" in p.stderr and not (out / "plots").exists(), p.stderr
+    (out / "run.json").unlink()
+    p = subprocess.run([kvbench_bin, "plot", str(out)], capture_output=True, text=True)
+    assert p.returncode == 0 and "has no run.json" in p.stderr, p.stderr
+    assert json.load(open(out / "plots" / "plots.json"))["run"] is None
+    with open(out / "plots" / "accuracy_vt.dat") as fh:
+        assert "run: none" in fh.read()
+
+
 def test_plot_hostile_names_and_many_lengths(kvbench_bin, tiny, tmp_path):
     """Labels, task names and the model name reach gnuplot as text only (a quote
     or a line break in them cannot end a string and run a command), and a
@@ -785,7 +879,7 @@ def test_plot_hostile_names_and_many_lengths(kvbench_bin, tiny, tmp_path):
     assert "accuracy_ALL.png" in pngs and len(pngs) == 3, pngs
     heat = [f for f in os.listdir(run / "plots") if f.startswith("needle_") and f.endswith(".dat")]
     with open(run / "plots" / heat[0]) as f:
-        cells = [line.split() for line in f if line.strip()]
+        cells = [line.split() for line in f if line.strip() and not line.startswith("#")]
     # one cell per (length, depth): every length is drawn, none dropped
     assert len(cells) == 2 * n_len
     assert {int(c[0]) for c in cells} == set(range(n_len))
