@@ -28,6 +28,7 @@
 #include "harness/rundir.h"
 #include "harness/sha256.h"
 #include "harness/table.h"
+#include "harness/textnorm.h"
 #include "harness/version.h"
 
 typedef struct figure {
@@ -113,21 +114,23 @@ static void figure_file(plotctx *pc, const char *out, const char *ext) {
     }
 }
 
-/* A provenance value on one comment line: control characters -> space. */
-static void put_line_safe(FILE *f, const char *s) {
-    for (; *s; s++) fputc((unsigned char)*s < 0x20 || *s == 0x7f ? ' ' : *s, f);
-}
-
-/* The data file's first lines: what made it, from which table, of which run
- * (gnuplot skips lines starting with #). */
-static void dat_header(plotctx *pc, FILE *f, const char *out) {
+/* What made figure out, from which table of which run: line 1 (the run's
+ * line, pc->run_line, is line 2); control characters become spaces, so that
+ * each stays one line. */
+static void provenance_line(const plotctx *pc, const char *out, char *line, size_t cap) {
     const char *sha = !strcmp(pc->from, "summary.csv") ? pc->sha_sum
                       : !strcmp(pc->from, "samples.csv") ? pc->sha_smp : pc->sha_lat;
-    fprintf(f, "# kvbench plot %s (commit %s): data of figure %s, read from ", kb_version(), kb_git_desc(), out);
-    put_line_safe(f, pc->run);
-    fprintf(f, "/%s (sha256 %s)\n# ", pc->from, sha);
-    put_line_safe(f, pc->run_line);
-    fputc('\n', f);
+    snprintf(line, cap, "kvbench plot %s (commit %s): figure %s, drawn from %s/%s (sha256 %s)", kb_version(),
+             kb_git_desc(), out, pc->run, pc->from, sha);
+    for (char *c = line; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = ' ';
+}
+
+/* The data file's first lines (gnuplot skips lines starting with #). */
+static void dat_header(plotctx *pc, FILE *f, const char *out) {
+    char line[1600];
+    provenance_line(pc, out, line, sizeof line);
+    fprintf(f, "# %s\n# %s\n", line, pc->run_line);
 }
 
 /* src as the inside of a gnuplot single-quoted literal: gnuplot reads no
@@ -174,6 +177,85 @@ static int image_complete(const char *path, int svg) {
     return n >= 8 && !memcmp(tail + n - 8, iend, 8);
 }
 
+static uint32_t crc32_update(uint32_t c, const unsigned char *p, size_t n) {
+    c = ~c;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++) c = c >> 1 ^ (0xEDB88320u & -(c & 1));
+    }
+    return ~c;
+}
+
+static void put_be32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)(v >> 24), p[1] = (unsigned char)(v >> 16), p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+/* Writes the provenance text into the image at path, which gnuplot wrote
+ * whole: a PNG gets an iTXt "Comment" chunk (UTF-8) after its IHDR chunk, an
+ * SVG the text in its <desc> (XML-escaped). So a figure copied out of the run
+ * directory still names its table, run, commit and model. */
+static int stamp_image(const char *path, int svg, const char *text_in, kb_err *err) {
+    char *img;
+    size_t n;
+    int rc = file_read_all(path, &img, &n, err);
+    if (rc) return rc;
+    ustr u = {0}; /* a run path need not be UTF-8: U+FFFD for what is not */
+    ustr_from_utf8(&u, text_in);
+    char *text = utf8_from_u32(u.v, u.n);
+    ustr_free(&u);
+    size_t tn = strlen(text);
+    char *outb = NULL;
+    size_t on = 0;
+    if (!svg) {
+        static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+        if (n < 33 || memcmp(img, sig, 8) || memcmp(img + 12, "IHDR", 4)) {
+            rc = kb_fail(err, KB_ERUNTIME, "%s: not the PNG gnuplot writes (no IHDR chunk first)", path);
+        } else {
+            static const char head[] = "iTXtComment\0\0\0\0\0"; /* keyword, flag, method, language, translated keyword */
+            size_t hn = sizeof head - 1, len = hn - 4 + tn;
+            outb = KB_MALLOC(n + 12 + len);
+            memcpy(outb, img, 33);
+            unsigned char *c = (unsigned char *)outb + 33;
+            put_be32(c, (uint32_t)len);
+            memcpy(c + 4, head, hn);
+            memcpy(c + 4 + hn, text, tn);
+            put_be32(c + 8 + len, crc32_update(0, c + 4, 4 + len));
+            memcpy(c + 12 + len, img + 33, n - 33);
+            on = n + 12 + len;
+        }
+    } else {
+        char *d = strstr(img, "</desc>");
+        size_t at = d ? (size_t)(d - img) : 0;
+        if (!d) {
+            char *t = strstr(img, "<svg");
+            t = t ? strchr(t, '>') : NULL;
+            at = t ? (size_t)(t - img) + 1 : 0;
+        }
+        if (!at) {
+            rc = kb_fail(err, KB_ERUNTIME, "%s: not the SVG gnuplot writes (no <svg> tag)", path);
+        } else {
+            outb = KB_MALLOC(n + 6 * tn + 32);
+            memcpy(outb, img, at);
+            on = at;
+            on += (size_t)sprintf(outb + on, d ? "\n" : "\n<desc>");
+            for (const char *c = text; *c; c++) {
+                const char *e = *c == '&' ? "&amp;" : *c == '<' ? "&lt;" : *c == '>' ? "&gt;" : NULL;
+                if (e) on += (size_t)sprintf(outb + on, "%s", e);
+                else outb[on++] = *c;
+            }
+            if (!d) on += (size_t)sprintf(outb + on, "</desc>");
+            memcpy(outb + on, img + at, n - at);
+            on += n - at;
+        }
+    }
+    if (!rc) rc = atomic_write(path, outb, on, err);
+    free(outb);
+    free(text);
+    free(img);
+    return rc;
+}
+
 /* Runs one gnuplot script for each format. vars: gnuplot assignments. */
 static void gnuplot(plotctx *pc, const char *script, const char *out, const char *vars) {
     for (int f = 0; f < 2; f++) {
@@ -198,6 +280,15 @@ static void gnuplot(plotctx *pc, const char *script, const char *out, const char
             fprintf(stderr, "kvbench plot: gnuplot failed on %s (%s)\n", out, script);
             pc->failed++;
         } else {
+            char line[1600], text[3300];
+            kb_err e = {0};
+            provenance_line(pc, out, line, sizeof line);
+            snprintf(text, sizeof text, "%s; %s", line, pc->run_line);
+            if (stamp_image(img, f, text, &e)) {
+                fprintf(stderr, "kvbench plot: %s\n", e.msg);
+                pc->failed++;
+                continue;
+            }
             figure_file(pc, out, f ? "svg" : "png");
             if (f == 0 || !pc->png) pc->made++;
         }
@@ -582,8 +673,10 @@ static cJSON *run_provenance(const cJSON *rj, const char *rsha, char *line, size
     cJSON_AddStringToObject(o, "status", status);
     const char *t = str_or(rj, "start_time", NULL);
     if (t) cJSON_AddStringToObject(o, "start_time", t);
-    snprintf(line, cap, "run: run.json (sha256 %s): %s%s%s, kvbench commit %s, model '%.300s' sha256 %s, "
-             "status %s", rsha, kind, *config ? " of config " : "", config, commit, mname, msha, status);
+    snprintf(line, cap, "run: run.json (sha256 %s): %s%s%.200s, kvbench commit %.64s, model '%.300s' sha256 "
+             "%.64s, status %.32s", rsha, kind, *config ? " of config " : "", config, commit, mname, msha, status);
+    for (char *c = line; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = ' ';
     return o;
 }
 

@@ -11,8 +11,11 @@ import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import time
+import xml.etree.ElementTree as ET
+import zlib
 
 import pytest
 
@@ -750,6 +753,23 @@ def sha256_of(path):
     return hashlib.sha256(open(path, "rb").read()).hexdigest()
 
 
+def png_chunks(path):
+    """(type, data) of every chunk, each CRC checked with zlib; the image data
+    must still inflate to height rows of 1 + width * 3 bytes (8-bit RGB)."""
+    d = open(path, "rb").read()
+    assert d[:8] == b"\x89PNG\r\n\x1a\n"
+    out, i = [], 8
+    while i < len(d):
+        n, t = struct.unpack(">I", d[i:i + 4])[0], d[i + 4:i + 8]
+        body, crc = d[i + 8:i + 8 + n], struct.unpack(">I", d[i + 8 + n:i + 12 + n])[0]
+        assert crc == zlib.crc32(t + body), (path, t)
+        out.append((t, body))
+        i += 12 + n
+    w, h = struct.unpack(">II", out[0][1][:8])
+    assert len(zlib.decompress(b"".join(b for t, b in out if t == b"IDAT"))) == h * (1 + 3 * w)
+    return out
+
+
 def test_plot_provenance_and_stale_figures(kvbench_bin, tiny, tmp_path):
     """Every data file names the table (with its sha256) and the run (run.json's
     sha256, commit, model sha256) it was drawn from, and plots/plots.json lists
@@ -781,6 +801,15 @@ def test_plot_provenance_and_stale_figures(kvbench_bin, tiny, tmp_path):
         assert f"/{fig['from']} (sha256 {sha256_of(out / fig['from'])})" in head[0], head
         assert f"run.json (sha256 {sha256_of(out / 'run.json')})" in head[1], head
         assert f"sha256 {run['model']['sha256']}" in head[1] and run["git_commit"] in head[1], head
+        # the images carry the same text: a PNG's iTXt Comment, an SVG's <desc>
+        want = [f"/{fig['from']} (sha256 {sha256_of(out / fig['from'])})",
+                f"run.json (sha256 {sha256_of(out / 'run.json')})", f"sha256 {run['model']['sha256']}"]
+        chunks = png_chunks(out / "plots" / fig["files"][1])
+        assert chunks[0][0] == b"IHDR" and chunks[-1][0] == b"IEND"
+        texts = [b for t, b in chunks if t == b"iTXt" and b.startswith(b"Comment\0\0\0\0\0")]
+        assert len(texts) == 1 and all(w in texts[0].decode() for w in want), texts
+        desc = ET.parse(out / "plots" / fig["files"][2]).getroot().find("{http://www.w3.org/2000/svg}desc")
+        assert all(w in desc.text for w in want), desc.text
     heat = {fig["name"] for fig in man["figures"] if fig["from"] == "samples.csv"}
     assert "needle_quest_B32" in heat and "accuracy_needle" in {f["name"] for f in man["figures"]}
     # a figure no longer drawn goes (the quest rows gone), a file of the user's stays
