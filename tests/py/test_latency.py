@@ -123,7 +123,7 @@ def test_bench_engine_report(kvbench_bin):
     """bench engine's report: a row per prefill length and decode context,
     and the machine measured in the same process (read bandwidth, sgemm, and
     the cross-core hand-over when the run has two threads on two CPUs, as in
-    bench methods; under 1 ms even on an oversubscribed test machine)."""
+    bench methods: a positive number of ns, under 0.1 s)."""
     args = [kvbench_bin, "bench", "engine", "-m", "synthetic:smollm2-135m", "--prefill", "16",
             "--decode-ctx", "32,24", "--decode-tokens", "2", "--reps", "1"]
     for threads in ("2", "1"):
@@ -134,7 +134,10 @@ def test_bench_engine_report(kvbench_bin):
         assert m, p.stdout
         assert float(m[1]) > 0 and float(m[3]) > 0
         if threads == "2" and len(os.sched_getaffinity(0)) >= 2:
-            assert m[2] is not None and 1 <= int(m[2]) < 1e6, p.stdout
+            # 50-350 ns on an idle 2-core VM, but 1.9 ms in a sanitizer build while
+            # another process held a core (stop 58's CI): the bound is loose on
+            # purpose, a timing on a shared machine is not something to test
+            assert m[2] is not None and 1 <= int(m[2]) < 1e8, p.stdout
         else:
             assert m[2] is None and "hand-over" not in p.stdout, p.stdout
         assert re.search(r"^16 +[\d.]+ +[\d.]+ +[\d.]+ +\d+%$", p.stdout, re.M), p.stdout
