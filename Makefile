@@ -3,6 +3,7 @@
 #   test           install what is missing, fetch the default model, build, run every test
 #   check          build and run the tests only (no installs, no download)
 #   sanitize       the test suite under AddressSanitizer + UndefinedBehaviorSanitizer
+#   tsan           the test suite under ThreadSanitizer (clang, LLVM's OpenMP; not in CI)
 #   model          fetch the default model into models/ (idempotent, sha256-checked)
 #   deps           install missing Debian/PyPI packages (apt-get only as root)
 #   bench          kvbench bench engine + methods on the default model
@@ -32,7 +33,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
 MODEL_FILE := models/SmolLM2-135M-Instruct.Q4_1.gguf
 
-.PHONY: all test check sanitize model deps bench plots fuzz clean FORCE
+.PHONY: all test check sanitize tsan model deps bench plots fuzz clean FORCE
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/kvbench
@@ -83,6 +84,20 @@ sanitize:
 	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 	  -j$(JOBS) check
 
+# ThreadSanitizer needs an OpenMP runtime it can see through: clang with LLVM's
+# libomp and its archer tool (Debian: clang, libomp-dev), not gcc's libgomp,
+# whose own synchronisation it would report as races. About 10 minutes on 2
+# cores, so not part of CI; run it after touching the pool (kernels/cpu/pool.c)
+# or anything run in parallel. KVBENCH_TSAN tells the tests (one skips a part:
+# docs/RELIABILITY.md).
+TSAN_OMP_TOOL ?= $(firstword $(wildcard /usr/lib/llvm-*/lib/libarcher.so))
+tsan:
+	@test -n "$(TSAN_OMP_TOOL)" && command -v clang >/dev/null || { echo "make tsan: needs clang and LLVM's OpenMP with libarcher.so (apt-get install clang libomp-dev)" >&2; exit 2; }
+	@$(MAKE) --no-print-directory BUILD=build-tsan CC=clang OPT="-O1 -march=native" \
+	  SAN="-fsanitize=thread -fno-omit-frame-pointer" -j$(JOBS) all tests
+	@OMP_TOOL_LIBRARIES=$(TSAN_OMP_TOOL) TSAN_OPTIONS="ignore_noninstrumented_modules=1" \
+	  KVBENCH_TSAN=1 bash tests/run.sh build-tsan
+
 bench: all model
 	$(BUILD)/kvbench bench engine -m $(MODEL_FILE)
 	$(BUILD)/kvbench bench methods -m $(MODEL_FILE)
@@ -95,6 +110,6 @@ fuzz:
 	@bash tests/fuzz/run.sh
 
 clean:
-	rm -rf build build-san build-fuzz
+	rm -rf build build-san build-tsan build-fuzz
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/obj/harness/main.d $(TEST_BIN:=.d) $(TEST_SUPPORT_OBJ:.o=.d)

@@ -209,6 +209,9 @@ def test_write_failure_keeps_results(kvbench_bin, tiny, tmp_path):
     exit 1 and a message naming the file; samples.csv keeps every row written
     before, whole, and --resume then finishes the run as if nothing happened.
     A plot whose data files cannot be written says so and exits 1."""
+    if os.environ.get("KVBENCH_TSAN"):
+        pytest.skip("make tsan: a program built with clang's ThreadSanitizer and LLVM's OpenMP dies of "
+                    "SIGBUS at OpenMP start-up under any RLIMIT_FSIZE (docs/RELIABILITY.md)")
     cfg = needle_config(tmp_path, max_new=8)
     ref = tmp_path / "ref"
     want = reference_rows(kvbench_bin, cfg, ref, tiny)
