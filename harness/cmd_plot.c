@@ -275,17 +275,20 @@ static void gnuplot(plotctx *pc, const char *script, const char *out, const char
         int st = pclose(g);
         if (!st && !image_complete(img, f)) {
             fprintf(stderr, "kvbench plot: gnuplot did not write all of %s (disk full?)\n", img);
+            unlink(img); /* no cut image stays */
             pc->failed++;
         } else if (st) {
             fprintf(stderr, "kvbench plot: gnuplot failed on %s (%s)\n", out, script);
+            unlink(img);
             pc->failed++;
         } else {
             char line[1600], text[3300];
             kb_err e = {0};
             provenance_line(pc, out, line, sizeof line);
             snprintf(text, sizeof text, "%s; %s", line, pc->run_line);
-            if (stamp_image(img, f, text, &e)) {
+            if (stamp_image(img, f, text, &e)) { /* no figure without its provenance */
                 fprintf(stderr, "kvbench plot: %s\n", e.msg);
+                unlink(img);
                 pc->failed++;
                 continue;
             }

@@ -813,6 +813,21 @@ def test_plot_provenance_and_stale_figures(kvbench_bin, tiny, tmp_path):
         assert len(texts) == 1 and all(w in texts[0].decode() for w in want), texts
         desc = ET.parse(out / "plots" / fig["files"][2]).getroot().find("{http://www.w3.org/2000/svg}desc")
         assert all(w in desc.text for w in want), desc.text
+    # a write that fails (a full disk) leaves no image without its provenance, nor a cut one:
+    # the limit lets gnuplot write the smallest PNG whole but not with its text added
+    limit = min(os.path.getsize(out / "plots" / f) for f in listed if f.endswith(".png")) - 1
+    full = tmp_path / "full"
+    shutil.copytree(out, full)
+    shutil.rmtree(full / "plots")
+    p = subprocess.run([kvbench_bin, "plot", str(full)], capture_output=True, text=True,
+                       preexec_fn=_file_size_limit(limit))
+    assert p.returncode == 1 and "write failed" in p.stderr, (p.returncode, p.stderr)
+    for f in os.listdir(full / "plots"):
+        if f.endswith(".png"):
+            assert any(t == b"iTXt" for t, _ in png_chunks(full / "plots" / f)), f
+        elif f.endswith(".svg"):
+            assert ET.parse(full / "plots" / f).getroot().find("{http://www.w3.org/2000/svg}desc") is not None
+            assert "kvbench plot" in open(full / "plots" / f).read(), f
     heat = {fig["name"] for fig in man["figures"] if fig["from"] == "samples.csv"}
     assert "needle_quest_B32" in heat and "accuracy_needle" in {f["name"] for f in man["figures"]}
     # a figure no longer drawn goes (the quest rows gone), a file of the user's stays
