@@ -128,6 +128,12 @@ int cmd_merge(int argc, char **argv) {
             for (size_t k = 0; k < KB_ARRAY_LEN(same) && !rc; k++)
                 if (!cJSON_Compare(field(runs[0], same[k]), field(runs[i], same[k]), 1))
                     rc = kb_fail(&err, KB_EINPUT, "%s: %s differs from %s/run.json", path, same[k], argv[2]);
+            const cJSON *c0 = field(runs[0], "git_commit"), *ci = field(runs[i], "git_commit");
+            if (!rc && !cJSON_Compare(c0, ci, 1))
+                rc = kb_fail(&err, KB_EINPUT, "%s: made by kvbench commit %s, %s by %s: the merged table would "
+                             "hold rows of two builds under one commit (run every shard with one build)", path,
+                             cJSON_IsString(ci) ? ci->valuestring : "(none)", argv[2],
+                             cJSON_IsString(c0) ? c0->valuestring : "(none)");
             const cJSON *m0 = field(field(runs[0], "model"), "sha256"), *mi = field(field(runs[i], "model"), "sha256");
             if (!rc && !cJSON_Compare(m0, mi, 1))
                 rc = kb_fail(&err, KB_EINPUT, "%s: the model (sha256) differs from %s", path, argv[2]);
@@ -243,6 +249,7 @@ int cmd_merge(int argc, char **argv) {
     if (!rc) {
         cJSON *j = cJSON_Duplicate(runs[0], 1);
         cJSON_DeleteItemFromObjectCaseSensitive(j, "shard");
+        cJSON_DeleteItemFromObjectCaseSensitive(j, "earlier_sessions"); /* shard 0's: in merged_from */
         cJSON_AddStringToObject(j, "shard", "merged");
         cJSON *arr = cJSON_AddArrayToObject(j, "merged_from");
         for (int i = 0; i < ns; i++) {
@@ -250,6 +257,9 @@ int cmd_merge(int argc, char **argv) {
             cJSON_AddStringToObject(o, "dir", argv[2 + i]);
             cJSON_AddItemToObject(o, "shard", cJSON_Duplicate(field(runs[i], "shard"), 1));
             cJSON_AddItemToObject(o, "machine", cJSON_Duplicate(field(runs[i], "machine"), 1));
+            /* a shard resumed by other builds or machines says so (runinfo_add_earlier) */
+            if (field(runs[i], "earlier_sessions"))
+                cJSON_AddItemToObject(o, "earlier_sessions", cJSON_Duplicate(field(runs[i], "earlier_sessions"), 1));
             cJSON_AddItemToArray(arr, o);
         }
         char *s = json_print(j, 1);

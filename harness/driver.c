@@ -847,6 +847,7 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
             table_free(&d.rows);
             goto done_ri;
         }
+        if (file_exists(runjson)) runinfo_add_earlier(&ri, runjson, d.rows.nrow);
         int *turns = KB_MALLOC((size_t)(samples.n ? samples.n : 1) * sizeof *turns);
         for (int i = 0; i < samples.n; i++) turns[i] = samples.v[i].n_turns;
         rc = samples_check_cells(&d.rows, d.samples_path, &cfg, turns, samples.n,

@@ -138,6 +138,7 @@ void runinfo_init(kb_runinfo *r, const kb_sweep_config *c, const kb_model *m,
     char t[32];
     now_iso(t, sizeof t);
     cJSON_AddStringToObject(j, "start_time", t);
+    cJSON_AddStringToObject(j, "session_start_time", t);
 }
 
 int runinfo_check_same(const kb_runinfo *r, const char *path, kb_err *err) {
@@ -158,6 +159,14 @@ int runinfo_check_same(const kb_runinfo *r, const char *path, kb_err *err) {
                               cJSON_GetObjectItemCaseSensitive(nm, "sha256"), 1))
         rc = kb_fail(err, KB_EINPUT, "%s was made with a different model (sha256 differs): "
                      "use --force to continue anyway, or --out for a new run directory", path);
+    /* the same build: rows of two builds would share one table under one commit */
+    const cJSON *oc = cJSON_GetObjectItemCaseSensitive(old, "git_commit");
+    const cJSON *nc = cJSON_GetObjectItemCaseSensitive(r->j, "git_commit");
+    if (!rc && !cJSON_Compare(oc, nc, 1))
+        rc = kb_fail(err, KB_EINPUT, "%s was made by kvbench commit %s and this is commit %s: its rows and "
+                     "this build's would share one table (use --force to continue anyway, which records "
+                     "both in run.json's earlier_sessions, or --out for a new run directory)", path,
+                     cJSON_IsString(oc) ? oc->valuestring : "(none)", nc->valuestring);
     /* the same samples (a run.json of an older kvbench has no fingerprint) */
     const cJSON *od = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(old, "data"), "sha256");
     const cJSON *nd = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r->j, "data"), "sha256");
@@ -175,6 +184,33 @@ int runinfo_check_same(const kb_runinfo *r, const char *path, kb_err *err) {
     }
     cJSON_Delete(old);
     return rc;
+}
+
+void runinfo_add_earlier(kb_runinfo *r, const char *path, long rows) {
+    cJSON *old;
+    if (json_load_file(path, &old, NULL)) return; /* checked before, unless --force */
+    cJSON *list = cJSON_AddArrayToObject(r->j, "earlier_sessions");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(old, "earlier_sessions"))
+        cJSON_AddItemToArray(list, cJSON_Duplicate(e, 1));
+    cJSON *s = cJSON_CreateObject();
+    static const char *const keys[] = {"kvbench_version", "git_commit", "machine", "session_start_time",
+                                       "start_time", "end_time", "status"};
+    for (size_t i = 0; i < KB_ARRAY_LEN(keys); i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(old, keys[i]);
+        /* the session's own start: start_time is the run's first one */
+        if (!strcmp(keys[i], "start_time") && cJSON_GetObjectItemCaseSensitive(old, "session_start_time")) continue;
+        if (v) cJSON_AddItemToObject(s, !strcmp(keys[i], "start_time") ? "session_start_time" : keys[i],
+                                     cJSON_Duplicate(v, 1));
+    }
+    cJSON_AddNumberToObject(s, "rows", (double)rows);
+    cJSON_AddItemToArray(list, s);
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(old, "start_time"); /* the run's first start */
+    if (cJSON_IsString(st)) {
+        cJSON_DeleteItemFromObjectCaseSensitive(r->j, "start_time");
+        cJSON_AddStringToObject(r->j, "start_time", st->valuestring);
+    }
+    cJSON_Delete(old);
 }
 
 void runinfo_set_data(kb_runinfo *r, const char *const *provenance, int n, int n_samples,

@@ -19,6 +19,12 @@ void runinfo_init(kb_runinfo *r, const kb_sweep_config *c, const kb_model *m,
 /* KB_EINPUT if the run.json at path was made by a different config, model
  * or shard (the error says which). */
 int runinfo_check_same(const kb_runinfo *r, const char *path, kb_err *err);
+/* A --resume of the run whose run.json is at path, which holds rows rows:
+ * the sessions that wrote them (its earlier_sessions, then itself: commit,
+ * version, machine, session start and end, status, rows in samples.csv when
+ * it ended) become this run.json's earlier_sessions, so that rows written by
+ * another build or machine stay traceable. */
+void runinfo_add_earlier(kb_runinfo *r, const char *path, long rows);
 /* Records where the samples' text came from (wording files, corpora, data
  * files: the distinct kb_sample.provenance strings) and the sample count. */
 /* data: the sample count, the plan's fingerprint (samples_fingerprint) and

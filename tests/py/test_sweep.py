@@ -193,6 +193,62 @@ def test_kill_and_resume_equals_uninterrupted(kvbench_bin, tiny, tmp_path):
         assert not [f for f in os.listdir(out) if ".tmp." in f], "no temporary files left"
 
 
+def test_resume_by_another_build(kvbench_bin, tiny, tmp_path):
+    """A run left by another build (run.json's git_commit edited here) is not
+    resumed without --force: the table would hold rows of two builds under one
+    commit. With --force it is, and run.json's earlier_sessions names the
+    build, status and row count of each earlier session, oldest first; merge
+    refuses shards of two builds and keeps each shard's earlier sessions."""
+    cfg = needle_config(tmp_path, max_new=6)
+    ref = tmp_path / "ref"
+    want = reference_rows(kvbench_bin, cfg, ref, tiny)
+    commit = json.load(open(ref / "run.json"))["git_commit"]
+    out = tmp_path / "run"
+    shutil.copytree(ref, out)
+    rj = json.load(open(out / "run.json"))
+    rj.update(git_commit="0000000old", status="interrupted")
+    (out / "run.json").write_text(json.dumps(rj))
+    last = max(int(r["seq"]) for r in want)
+    kept = [r for r in want if int(r["seq"]) != last]
+    with open(ref / "samples.csv", newline="") as fh:
+        table = list(csv.reader(fh))
+    with open(out / "samples.csv", "w", newline="") as fh:  # quoted: kvbench's reader, as libcsv,
+        csv.writer(fh, quoting=csv.QUOTE_ALL).writerows(  # drops spaces around an unquoted value
+            [r for r in table if r[0] != str(last)])
+    before = (out / "samples.csv").read_bytes()
+    p = sweep(kvbench_bin, cfg, out, tiny, "--resume")
+    assert p.returncode == 2 and f"commit 0000000old and this is commit {commit}" in p.stderr, p.stderr
+    assert (out / "samples.csv").read_bytes() == before
+    p = sweep(kvbench_bin, cfg, out, tiny, "--resume", "--force")
+    assert p.returncode == 0, p.stderr
+    assert rows(out / "samples.csv") == want
+    rj2 = json.load(open(out / "run.json"))
+    assert rj2["git_commit"] == commit and rj2["start_time"] == rj["start_time"]
+    [e] = rj2["earlier_sessions"]
+    assert (e["git_commit"], e["status"], e["rows"]) == ("0000000old", "interrupted", len(kept)), e
+    assert e["machine"] == rj["machine"] and e["session_start_time"] == rj["session_start_time"]
+    p = sweep(kvbench_bin, cfg, out, tiny, "--resume")  # this build's run: no --force needed
+    assert p.returncode == 0, p.stderr
+    sessions = json.load(open(out / "run.json"))["earlier_sessions"]
+    assert [(s["git_commit"], s["status"], s["rows"]) for s in sessions] == \
+        [("0000000old", "interrupted", len(kept)), (commit, "done", len(want))]
+    # merge: shards of two builds are refused; a shard's earlier sessions are kept
+    s0, s1 = run_shards(kvbench_bin, cfg, tiny, [tmp_path / "s0", tmp_path / "s1"])
+    good = json.loads((s1 / "run.json").read_text())
+    (s1 / "run.json").write_text(json.dumps(dict(good, git_commit="0000000old")))
+    p = subprocess.run([kvbench_bin, "merge", str(tmp_path / "m"), str(s0), str(s1)], capture_output=True,
+                       text=True)
+    assert p.returncode == 2 and "made by kvbench commit 0000000old" in p.stderr, p.stderr
+    assert not (tmp_path / "m").exists()
+    (s1 / "run.json").write_text(json.dumps(dict(good, earlier_sessions=[{"git_commit": "0000000old", "rows": 3}])))
+    p = subprocess.run([kvbench_bin, "merge", str(tmp_path / "m"), str(s0), str(s1)], capture_output=True,
+                       text=True)
+    assert p.returncode == 0, p.stderr
+    m = json.load(open(tmp_path / "m" / "run.json"))
+    assert "earlier_sessions" not in m and "earlier_sessions" not in m["merged_from"][0]
+    assert m["merged_from"][1]["earlier_sessions"] == [{"git_commit": "0000000old", "rows": 3}]
+
+
 def _file_size_limit(nbytes):
     """preexec_fn: writes past nbytes in any one file fail with EFBIG, as on a
     full disk (SIGXFSZ ignored, so the write returns an error instead of
