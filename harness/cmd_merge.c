@@ -20,6 +20,7 @@
 #include "harness/driver.h"
 #include "harness/json.h"
 #include "harness/rundir.h"
+#include "harness/runinfo.h"
 #include "harness/table.h"
 
 typedef struct row_ref {
@@ -134,6 +135,10 @@ int cmd_merge(int argc, char **argv) {
                              "hold rows of two builds under one commit (run every shard with one build)", path,
                              cJSON_IsString(ci) ? ci->valuestring : "(none)", argv[2],
                              cJSON_IsString(c0) ? c0->valuestring : "(none)");
+            if (!rc && runinfo_build_differs(runs[0], runs[i]))
+                rc = kb_fail(&err, KB_EINPUT, "%s: made by another build of the modified tree %s than %s (the "
+                             "binaries' sha256 differ): run every shard with one build", path,
+                             cJSON_IsString(c0) ? c0->valuestring : "?", argv[2]);
             const cJSON *m0 = field(field(runs[0], "model"), "sha256"), *mi = field(field(runs[i], "model"), "sha256");
             if (!rc && !cJSON_Compare(m0, mi, 1))
                 rc = kb_fail(&err, KB_EINPUT, "%s: the model (sha256) differs from %s", path, argv[2]);
@@ -226,7 +231,9 @@ int cmd_merge(int argc, char **argv) {
     }
     if (!rc) rc = make_dirs(out, &err);
     if (!rc && lock_fd < 0) rc = dir_lock(out, &lock_fd, &err);
-    if (!rc) rc = plots_clear(out, &err); /* figures of a run --force replaces */
+    /* what a run --force replaces goes first, its run.json before the rest: a
+     * merge killed on the way leaves no run.json beside the new tables */
+    if (!rc) rc = run_dir_clear(out, &err);
     if (!rc) {
         kb_table m;
         table_init(&m, kb_samples_cols, kb_samples_ncols);

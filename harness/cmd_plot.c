@@ -50,7 +50,28 @@ typedef struct plotctx {
     const char *from;    /* the table the figures being drawn read */
     char sha_sum[65], sha_smp[65], sha_lat[65]; /* of summary.csv, samples.csv, latency.csv */
     char run_line[1600]; /* the data files' provenance line for the run */
+    cJSON *run_prov;     /* what run.json says of the run (NULL: no run.json) */
+    int have_sum, have_smp, have_lat;
+    char **old;          /* the files the previous plots.json listed */
+    int n_old;
+    char **pending;      /* files this plot is about to write (listed first) */
+    int n_pending;
 } plotctx;
+
+static int write_manifest(plotctx *pc, int final, kb_err *err);
+
+/* Lists name (a file in plots/) in plots.json before it is written: a plot
+ * killed at any point leaves no file of its own that no manifest lists, so a
+ * later plot or run still removes it. */
+static void note_file(plotctx *pc, const char *name) {
+    pc->pending = KB_REALLOC(pc->pending, ((size_t)pc->n_pending + 1) * sizeof *pc->pending);
+    pc->pending[pc->n_pending++] = kb_strdup(name);
+    kb_err e = {0};
+    if (write_manifest(pc, 0, &e)) {
+        fprintf(stderr, "kvbench plot: %s\n", e.msg);
+        pc->failed++;
+    }
+}
 
 static void usage(FILE *f) {
     fprintf(f, "usage: kvbench plot RUN_DIR [--formats png,svg]\n"
@@ -191,17 +212,19 @@ static void put_be32(unsigned char *p, uint32_t v) {
     p[3] = (unsigned char)v;
 }
 
-/* Writes the provenance text into the image at path, which gnuplot wrote
- * whole: a PNG gets an iTXt "Comment" chunk (UTF-8) after its IHDR chunk, an
+/* Writes the image gnuplot wrote whole at tmp to path (atomically), with the
+ * provenance text: a PNG gets an iTXt "Comment" chunk (UTF-8) after its IHDR chunk, an
  * SVG the text in its <desc> (XML-escaped). So a figure copied out of the run
  * directory still names its table, run, commit and model. */
-static int stamp_image(const char *path, int svg, const char *text_in, kb_err *err) {
+static int stamp_image(const char *tmp, const char *path, int svg, const char *text_in, kb_err *err) {
     char *img;
     size_t n;
-    int rc = file_read_all(path, &img, &n, err);
+    int rc = file_read_all(tmp, &img, &n, err);
     if (rc) return rc;
     ustr u = {0}; /* a run path need not be UTF-8: U+FFFD for what is not */
     ustr_from_utf8(&u, text_in);
+    for (size_t i = 0; i < u.n; i++) /* not characters in XML 1.0 (the controls are spaces already) */
+        if (u.v[i] == 0xFFFE || u.v[i] == 0xFFFF) u.v[i] = 0xFFFD;
     char *text = utf8_from_u32(u.v, u.n);
     ustr_free(&u);
     size_t tn = strlen(text);
@@ -262,39 +285,43 @@ static void gnuplot(plotctx *pc, const char *script, const char *out, const char
         if ((f == 0 && !pc->png) || (f == 1 && !pc->svg)) continue;
         /* gnuplot exits 0 when it cannot write its output (a full disk): a
          * missing or cut image is a failure too, so an old one goes first */
-        char img[1600];
-        snprintf(img, sizeof img, "%s/%s.%s", pc->dir, out, f ? "svg" : "png");
+        /* gnuplot writes a temporary (<name>.tmp.<pid>, which atomic_clean_stale
+         * removes if the process dies), stamped into the image's own name: an
+         * image under its name is whole and carries its provenance */
+        char img[1600], tmp[1700], name[300];
+        snprintf(name, sizeof name, "%s.%s", out, f ? "svg" : "png");
+        snprintf(img, sizeof img, "%s/%s", pc->dir, name);
+        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", img, (long)getpid());
         unlink(img);
+        note_file(pc, name);
         FILE *g = popen("gnuplot 2>&1", "w");
         if (!g) {
             pc->failed++;
             continue;
         }
-        fprintf(g, "set loadpath '%s'\nout='%s/%s'\nfmt='%s'\n%s\nload '%s'\n", pc->scripts_q, pc->dir_q,
-                out, f ? "svg" : "png", vars, script);
+        fprintf(g, "set loadpath '%s'\noutfile='%s/%s.tmp.%ld'\nfmt='%s'\n%s\nload '%s'\n", pc->scripts_q,
+                pc->dir_q, name, (long)getpid(), f ? "svg" : "png", vars, script);
         int st = pclose(g);
-        if (!st && !image_complete(img, f)) {
+        if (!st && !image_complete(tmp, f)) {
             fprintf(stderr, "kvbench plot: gnuplot did not write all of %s (disk full?)\n", img);
-            unlink(img); /* no cut image stays */
             pc->failed++;
         } else if (st) {
             fprintf(stderr, "kvbench plot: gnuplot failed on %s (%s)\n", out, script);
-            unlink(img);
             pc->failed++;
         } else {
             char line[1600], text[3300];
             kb_err e = {0};
             provenance_line(pc, out, line, sizeof line);
             snprintf(text, sizeof text, "%s; %s", line, pc->run_line);
-            if (stamp_image(img, f, text, &e)) { /* no figure without its provenance */
+            if (stamp_image(tmp, img, f, text, &e)) { /* no figure without its provenance */
                 fprintf(stderr, "kvbench plot: %s\n", e.msg);
-                unlink(img);
                 pc->failed++;
-                continue;
+            } else {
+                figure_file(pc, out, f ? "svg" : "png");
+                if (f == 0 || !pc->png) pc->made++;
             }
-            figure_file(pc, out, f ? "svg" : "png");
-            if (f == 0 || !pc->png) pc->made++;
         }
+        unlink(tmp); /* whatever gnuplot left: a cut image never stays */
     }
 }
 
@@ -363,8 +390,10 @@ static int draw_series(plotctx *pc, series_set *ss, const char *out, const char 
     int blocks = 0;
     for (int i = 0; i < ss->n; i++) blocks += ss->v[i].n > 0;
     if (!blocks) return 0;
-    char path[1400];
+    char path[1400], name[300];
     snprintf(path, sizeof path, "%s/%s.dat", pc->dir, out);
+    snprintf(name, sizeof name, "%s.dat", out);
+    note_file(pc, name);
     kb_atomic_file a;
     kb_err e = {0};
     if (atomic_open(&a, path, &e)) {
@@ -547,6 +576,9 @@ static void heatmaps(plotctx *pc, const kb_table *smp) {
         snprintf(out, sizeof out, "needle_%s", s2);
         figure_name(pc, out, sizeof out, safe);
         snprintf(path, sizeof path, "%s/%s.dat", pc->dir, out);
+        char dname[300];
+        snprintf(dname, sizeof dname, "%s.dat", out);
+        note_file(pc, dname);
         kb_atomic_file a;
         kb_err e = {0};
         if (atomic_open(&a, path, &e)) {
@@ -686,37 +718,47 @@ static cJSON *run_provenance(const cJSON *rj, const char *rsha, char *line, size
 /* The figures an earlier plot listed that this one did not write are
  * removed: they were drawn from other data (another run in the directory,
  * or cells no longer in the tables). */
-static void remove_stale(plotctx *pc) {
-    char **old;
-    int n;
-    plots_listed(pc->run, &old, &n);
-    for (int i = 0; i < n; i++) {
-        int kept = 0;
-        for (int f = 0; f < pc->n_figs && !kept; f++)
-            for (int k = 0; k < pc->figs[f].nfiles && !kept; k++) kept = !strcmp(pc->figs[f].files[k], old[i]);
-        if (!kept) {
+static int written(const plotctx *pc, const char *file) {
+    for (int f = 0; f < pc->n_figs; f++)
+        for (int k = 0; k < pc->figs[f].nfiles; k++)
+            if (!strcmp(pc->figs[f].files[k], file)) return 1;
+    return 0;
+}
+
+static void remove_listed_unwritten(plotctx *pc, char **list, int n) {
+    for (int i = 0; i < n; i++)
+        if (!written(pc, list[i])) {
             char path[1600];
-            snprintf(path, sizeof path, "%s/%s", pc->dir, old[i]);
+            snprintf(path, sizeof path, "%s/%s", pc->dir, list[i]);
             unlink(path);
         }
-        free(old[i]);
-    }
-    free(old);
+}
+
+static void remove_stale(plotctx *pc) {
+    remove_listed_unwritten(pc, pc->old, pc->n_old);
+    remove_listed_unwritten(pc, pc->pending, pc->n_pending); /* failed figures' files */
 }
 
 /* plots/plots.json: the plot that made the figures, the run and tables they
- * were drawn from, and every figure with its files. */
-static int write_manifest(plotctx *pc, cJSON *run_prov, int have_sum, int have_smp, int have_lat, kb_err *err) {
+ * were drawn from, and every figure with its files. While the plot runs
+ * (final 0) it also lists, as "in_progress", the files of the previous plot
+ * and those this one is writing, so that whatever is on disk is listed. */
+static int write_manifest(plotctx *pc, int final, kb_err *err) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "kind", "plots");
     cJSON_AddStringToObject(j, "kvbench_version", kb_version());
     cJSON_AddStringToObject(j, "git_commit", kb_git_desc());
     cJSON_AddStringToObject(j, "run_dir", pc->run);
-    cJSON_AddItemToObject(j, "run", run_prov ? run_prov : cJSON_CreateNull());
+    cJSON_AddItemToObject(j, "run", pc->run_prov ? cJSON_Duplicate(pc->run_prov, 1) : cJSON_CreateNull());
     cJSON *t = cJSON_AddObjectToObject(j, "tables");
-    if (have_sum) cJSON_AddStringToObject(t, "summary.csv", pc->sha_sum);
-    if (have_smp) cJSON_AddStringToObject(t, "samples.csv", pc->sha_smp);
-    if (have_lat) cJSON_AddStringToObject(t, "latency.csv", pc->sha_lat);
+    if (pc->have_sum) cJSON_AddStringToObject(t, "summary.csv", pc->sha_sum);
+    if (pc->have_smp) cJSON_AddStringToObject(t, "samples.csv", pc->sha_smp);
+    if (pc->have_lat) cJSON_AddStringToObject(t, "latency.csv", pc->sha_lat);
+    if (!final) {
+        cJSON *ip = cJSON_AddArrayToObject(j, "in_progress");
+        for (int i = 0; i < pc->n_old; i++) cJSON_AddItemToArray(ip, cJSON_CreateString(pc->old[i]));
+        for (int i = 0; i < pc->n_pending; i++) cJSON_AddItemToArray(ip, cJSON_CreateString(pc->pending[i]));
+    }
     cJSON *figs = cJSON_AddArrayToObject(j, "figures");
     for (int i = 0; i < pc->n_figs; i++) {
         const figure *f = &pc->figs[i];
@@ -821,7 +863,7 @@ int cmd_plot(int argc, char **argv) {
     }
     snprintf(pc.model, sizeof pc.model, "model?");
     snprintf(path, sizeof path, "%s/run.json", pc.run);
-    cJSON *rj = NULL, *run_prov = NULL;
+    cJSON *rj = NULL;
     if (access(path, F_OK) == 0) {
         char rsha[65];
         if (json_load_file(path, &rj, &err) || sha256_file(path, rsha, &err)) {
@@ -836,7 +878,7 @@ int cmd_plot(int argc, char **argv) {
         const cJSON *m = cJSON_GetObjectItemCaseSensitive(rj, "model");
         const cJSON *nm = cJSON_GetObjectItemCaseSensitive(m, "name");
         if (cJSON_IsString(nm)) gp_quote(pc.model, sizeof pc.model, nm->valuestring);
-        run_prov = run_provenance(rj, rsha, pc.run_line, sizeof pc.run_line);
+        pc.run_prov = run_provenance(rj, rsha, pc.run_line, sizeof pc.run_line);
         cJSON_Delete(rj);
     } else {
         fprintf(stderr, "kvbench plot: warning: %s has no run.json: the figures cannot be traced to a "
@@ -848,12 +890,16 @@ int cmd_plot(int argc, char **argv) {
     gp_quote(pc.scripts_q, sizeof pc.scripts_q, pc.scripts);
     if (make_dirs(pc.dir, &err)) {
         fprintf(stderr, "kvbench plot: %s\n", err.msg);
-        cJSON_Delete(run_prov);
+        cJSON_Delete(pc.run_prov);
         if (have_sum) table_free(&sum);
         if (have_smp) table_free(&smp);
         if (have_lat) table_free(&lat);
         return 2;
     }
+    /* what a plot killed here left (its temporaries), and the previous list */
+    atomic_clean_stale(pc.dir);
+    plots_listed(pc.run, &pc.old, &pc.n_old);
+    pc.have_sum = have_sum, pc.have_smp = have_smp, pc.have_lat = have_lat;
     if (have_sum) {
         pc.from = "summary.csv";
         accuracy_plots(&pc, &sum);
@@ -867,10 +913,15 @@ int cmd_plot(int argc, char **argv) {
     if (have_smp) table_free(&smp);
     if (have_lat) table_free(&lat);
     remove_stale(&pc);
-    if (write_manifest(&pc, run_prov, have_sum, have_smp, have_lat, &err)) {
+    if (write_manifest(&pc, 1, &err)) {
         fprintf(stderr, "kvbench plot: %s\n", err.msg);
         pc.failed++;
     }
+    cJSON_Delete(pc.run_prov);
+    for (int i = 0; i < pc.n_old; i++) free(pc.old[i]);
+    for (int i = 0; i < pc.n_pending; i++) free(pc.pending[i]);
+    free(pc.old);
+    free(pc.pending);
     for (int i = 0; i < pc.n_figs; i++) {
         figure *f = &pc.figs[i];
         free(f->name);

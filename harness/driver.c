@@ -829,11 +829,19 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
             goto done_ri;
         }
         if (o->resume && !o->force && (rc = runinfo_check_same(&ri, runjson, err))) goto done_ri;
-    } else if (o->resume && !o->force && file_exists(d.samples_path)) {
-        rc = kb_fail(err, KB_EINPUT, "%s has no run.json beside it, so its rows cannot be checked "
-                     "against this run's config, model and samples: --force to resume anyway, or "
-                     "--out DIR for a new run", d.samples_path);
-        goto done_ri;
+    } else if (!o->force) {
+        /* tables without their run.json (a merge or a copy cut short): their rows
+         * cannot be checked, and a new run would remove them */
+        static const char *const tables[] = {"samples.csv", "summary.csv", "latency.csv"};
+        for (size_t i = 0; i < KB_ARRAY_LEN(tables); i++) {
+            char t[1200];
+            snprintf(t, sizeof t, "%s/%s", out, tables[i]);
+            if (!file_exists(t) || (o->resume && strcmp(tables[i], "samples.csv"))) continue;
+            rc = kb_fail(err, KB_EINPUT, "%s has no run.json beside it, so it is of no run kvbench can "
+                         "check: --force to %s, or --out DIR for a new run", t,
+                         o->resume ? "resume anyway" : "overwrite it");
+            goto done_ri;
+        }
     }
     /* a new run: nothing of a previous one stays (run_dir_clear) */
     if (!o->resume && (rc = run_dir_clear(out, err))) goto done_ri;
@@ -847,7 +855,6 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
             table_free(&d.rows);
             goto done_ri;
         }
-        if (file_exists(runjson)) runinfo_add_earlier(&ri, runjson, d.rows.nrow);
         int *turns = KB_MALLOC((size_t)(samples.n ? samples.n : 1) * sizeof *turns);
         for (int i = 0; i < samples.n; i++) turns[i] = samples.v[i].n_turns;
         rc = samples_check_cells(&d.rows, d.samples_path, &cfg, turns, samples.n,
@@ -869,6 +876,8 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
     } else {
         table_init(&d.rows, kb_samples_cols, kb_samples_ncols);
     }
+    /* the sessions before this one (also one that wrote no row) */
+    if (o->resume && file_exists(runjson)) runinfo_add_earlier(&ri, runjson, d.rows.nrow);
     if ((rc = runinfo_write(&ri, runjson, "running", err))) goto done_rows;
 
     int W = cfg.window_max;

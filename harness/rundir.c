@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "harness/atomic.h"
 #include "harness/json.h"
 
 /* A figure file's name as plot makes it: no directory part, not hidden, one
@@ -30,19 +31,28 @@ void plots_listed(const char *dir, char ***names, int *n) {
     snprintf(path, sizeof path, "%s/" KB_PLOTS_MANIFEST, dir);
     cJSON *j;
     if (access(path, F_OK) || json_load_file(path, &j, NULL)) return;
+    /* each figure's files, and those of a plot that did not finish */
     const cJSON *figs = cJSON_GetObjectItemCaseSensitive(j, "figures"), *f, *file;
-    cJSON_ArrayForEach(f, figs) {
-        cJSON_ArrayForEach(file, cJSON_GetObjectItemCaseSensitive(f, "files")) {
+    cJSON *lists = cJSON_CreateArray();
+    cJSON_ArrayForEach(f, figs) cJSON_AddItemReferenceToArray(lists, cJSON_GetObjectItemCaseSensitive(f, "files"));
+    cJSON_AddItemReferenceToArray(lists, cJSON_GetObjectItemCaseSensitive(j, "in_progress"));
+    cJSON_ArrayForEach(f, lists) {
+        cJSON_ArrayForEach(file, f) {
             if (!cJSON_IsString(file) || !plain_figure_name(file->valuestring)) continue;
+            int dup = 0;
+            for (int i = 0; i < *n && !dup; i++) dup = !strcmp((*names)[i], file->valuestring);
+            if (dup) continue;
             *names = KB_REALLOC(*names, ((size_t)*n + 1) * sizeof **names);
             (*names)[(*n)++] = kb_strdup(file->valuestring);
         }
     }
+    cJSON_Delete(lists);
     cJSON_Delete(j);
 }
 
 static int unlink_file(const char *path, kb_err *err) {
-    if (unlink(path) && errno != ENOENT)
+    /* ENOTDIR: plots is a file, not kvbench's directory */
+    if (unlink(path) && errno != ENOENT && errno != ENOTDIR)
         return kb_fail(err, KB_ERUNTIME, "%s: cannot remove the previous run's file (%s)", path,
                        strerror(errno));
     return 0;
@@ -62,6 +72,7 @@ int plots_clear(const char *dir, kb_err *err) {
     snprintf(path, sizeof path, "%s/" KB_PLOTS_MANIFEST, dir);
     if (!rc) rc = unlink_file(path, err);
     snprintf(path, sizeof path, "%s/plots", dir);
+    if (!rc) atomic_clean_stale(path); /* the temporaries of a plot that was killed */
     if (!rc) rmdir(path); /* only when empty: files kvbench did not list stay */
     return rc;
 }

@@ -121,6 +121,10 @@ void runinfo_init(kb_runinfo *r, const kb_sweep_config *c, const kb_model *m,
     r->j = j;
     cJSON_AddStringToObject(j, "kvbench_version", kb_version());
     cJSON_AddStringToObject(j, "git_commit", kb_git_desc());
+    char exe[65];
+    kb_err e = {0};
+    if (sha256_file("/proc/self/exe", exe, &e)) snprintf(exe, sizeof exe, "unknown");
+    cJSON_AddStringToObject(j, "build_sha256", exe);
     cJSON_AddStringToObject(j, "config_file", c->path);
     cJSON_AddItemToObject(j, "config", cJSON_Duplicate(c->root, 1));
     cJSON *ov = cJSON_AddArrayToObject(j, "overrides");
@@ -139,6 +143,15 @@ void runinfo_init(kb_runinfo *r, const kb_sweep_config *c, const kb_model *m,
     now_iso(t, sizeof t);
     cJSON_AddStringToObject(j, "start_time", t);
     cJSON_AddStringToObject(j, "session_start_time", t);
+}
+
+int runinfo_build_differs(const cJSON *a, const cJSON *b) {
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(a, "git_commit");
+    if (!cJSON_IsString(c)) return 0; /* compared as commits */
+    size_t n = strlen(c->valuestring);
+    int modified = !strcmp(c->valuestring, "unknown") || (n >= 6 && !strcmp(c->valuestring + n - 6, "-dirty"));
+    return modified && !cJSON_Compare(cJSON_GetObjectItemCaseSensitive(a, "build_sha256"),
+                                      cJSON_GetObjectItemCaseSensitive(b, "build_sha256"), 1);
 }
 
 int runinfo_check_same(const kb_runinfo *r, const char *path, kb_err *err) {
@@ -167,6 +180,12 @@ int runinfo_check_same(const kb_runinfo *r, const char *path, kb_err *err) {
                      "this build's would share one table (use --force to continue anyway, which records "
                      "both in run.json's earlier_sessions, or --out for a new run directory)", path,
                      cJSON_IsString(oc) ? oc->valuestring : "(none)", nc->valuestring);
+    /* a modified tree's builds share one git_commit: their binaries tell them apart */
+    if (!rc && runinfo_build_differs(old, r->j))
+        rc = kb_fail(err, KB_EINPUT, "%s was made by another build of the modified tree %s (the binaries' "
+                     "sha256 differ): its rows and this build's would share one table (use --force to "
+                     "continue anyway, which records both in run.json's earlier_sessions, or --out for a "
+                     "new run directory)", path, nc->valuestring);
     /* the same samples (a run.json of an older kvbench has no fingerprint) */
     const cJSON *od = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(old, "data"), "sha256");
     const cJSON *nd = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r->j, "data"), "sha256");
@@ -194,7 +213,7 @@ void runinfo_add_earlier(kb_runinfo *r, const char *path, long rows) {
     cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(old, "earlier_sessions"))
         cJSON_AddItemToArray(list, cJSON_Duplicate(e, 1));
     cJSON *s = cJSON_CreateObject();
-    static const char *const keys[] = {"kvbench_version", "git_commit", "machine", "session_start_time",
+    static const char *const keys[] = {"kvbench_version", "git_commit", "build_sha256", "machine", "session_start_time",
                                        "start_time", "end_time", "status"};
     for (size_t i = 0; i < KB_ARRAY_LEN(keys); i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(old, keys[i]);

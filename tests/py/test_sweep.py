@@ -232,6 +232,11 @@ def test_resume_by_another_build(kvbench_bin, tiny, tmp_path):
     sessions = json.load(open(out / "run.json"))["earlier_sessions"]
     assert [(s["git_commit"], s["status"], s["rows"]) for s in sessions] == \
         [("0000000old", "interrupted", len(kept)), (commit, "done", len(want))]
+    # a session that wrote no row is one too (run.json, no samples.csv)
+    (out / "samples.csv").unlink()
+    assert sweep(kvbench_bin, cfg, out, tiny, "--resume").returncode == 0
+    sessions = json.load(open(out / "run.json"))["earlier_sessions"]
+    assert [s["rows"] for s in sessions] == [len(kept), len(want), 0]
     # merge: shards of two builds are refused; a shard's earlier sessions are kept
     s0, s1 = run_shards(kvbench_bin, cfg, tiny, [tmp_path / "s0", tmp_path / "s1"])
     good = json.loads((s1 / "run.json").read_text())
@@ -240,6 +245,20 @@ def test_resume_by_another_build(kvbench_bin, tiny, tmp_path):
                        text=True)
     assert p.returncode == 2 and "made by kvbench commit 0000000old" in p.stderr, p.stderr
     assert not (tmp_path / "m").exists()
+    # two builds of a modified tree share one git_commit: the binaries' sha256 tell them apart
+    dirty = json.loads((s0 / "run.json").read_text())
+    for sha in ("1" * 64, "2" * 64):
+        (s1 / "run.json").write_text(json.dumps(dict(good, git_commit="abc-dirty", build_sha256=sha)))
+        (s0 / "run.json").write_text(json.dumps(dict(dirty, git_commit="abc-dirty", build_sha256="1" * 64)))
+        p = subprocess.run([kvbench_bin, "merge", str(tmp_path / "m"), str(s0), str(s1)], capture_output=True,
+                           text=True)
+        if sha == "1" * 64:
+            assert p.returncode == 0, p.stderr
+            shutil.rmtree(tmp_path / "m")
+        else:
+            assert p.returncode == 2 and "another build of the modified tree abc-dirty" in p.stderr, p.stderr
+    (s0 / "run.json").write_text(json.dumps(dirty))
+    assert len(json.loads((s0 / "run.json").read_text())["build_sha256"]) == 64
     (s1 / "run.json").write_text(json.dumps(dict(good, earlier_sessions=[{"git_commit": "0000000old", "rows": 3}])))
     p = subprocess.run([kvbench_bin, "merge", str(tmp_path / "m"), str(s0), str(s1)], capture_output=True,
                        text=True)
@@ -498,6 +517,13 @@ def test_new_run_keeps_nothing_of_the_old_one(kvbench_bin, tiny, tmp_path):
     p = sweep(kvbench_bin, cfg, alone, tiny, "--resume", "--force")
     assert p.returncode == 0, p.stderr
     assert rows(alone / "samples.csv") == rows(out / "samples.csv")
+    # a new run into tables without their run.json: refused, unless --force
+    (alone / "run.json").unlink()
+    (alone / "samples.csv").unlink()
+    p = sweep(kvbench_bin, cfg, alone, tiny)
+    assert p.returncode == 2 and "summary.csv has no run.json beside it" in p.stderr, p.stderr
+    assert sorted(os.listdir(alone)) == ["summary.csv"]
+    assert sweep(kvbench_bin, cfg, alone, tiny, "--force").returncode == 0
 
 
 def test_force_then_crash_then_resume(kvbench_bin, model_file, tmp_path):
@@ -905,6 +931,19 @@ def test_plot_provenance_and_stale_figures(kvbench_bin, tiny, tmp_path):
     (out / "plots" / ".hidden.png").write_bytes(b"x")
     assert subprocess.run([kvbench_bin, "plot", str(out)], capture_output=True).returncode == 0
     assert (out / "samples.csv").exists() and (out / "plots" / ".hidden.png").exists()
+    # --formats svg writes no PNG: those of the previous plot go (they may be of other data)
+    assert subprocess.run([kvbench_bin, "plot", str(out), "--formats", "svg"], capture_output=True).returncode == 0
+    assert not [f for f in os.listdir(out / "plots") if f.endswith(".png") and f not in ("mine.png", ".hidden.png")]
+    assert subprocess.run([kvbench_bin, "plot", str(out)], capture_output=True).returncode == 0
+    # a run path that is not XML text (U+FFFE) still gives SVGs that parse
+    odd = tmp_path / "q\ufffe&<x>"
+    shutil.copytree(out, odd)
+    shutil.rmtree(odd / "plots")
+    assert subprocess.run([kvbench_bin, "plot", str(odd), "--formats", "svg"], capture_output=True).returncode == 0
+    for f in os.listdir(odd / "plots"):
+        if f.endswith(".svg"):
+            assert "&amp;&lt;x&gt;" in open(odd / "plots" / f, encoding="utf-8").read()
+            ET.parse(odd / "plots" / f)
     # a new run over it: the old figures go, the user's files stay
     other = write_config(tmp_path / "o.json", methods=["full", "snapkv"],
                          tasks=[{"task": "vt", "lengths": [1500], "samples": 2}])
@@ -940,6 +979,45 @@ def test_plot_provenance_and_stale_figures(kvbench_bin, tiny, tmp_path):
     assert json.load(open(out / "plots" / "plots.json"))["run"] is None
     with open(out / "plots" / "accuracy_vt.dat") as fh:
         assert "run: none" in fh.read()
+
+
+def test_killed_plot_leaves_nothing_unlisted(kvbench_bin, tiny, tmp_path):
+    """A plot killed (SIGKILL) while gnuplot draws: plots.json already lists
+    every file it was writing, so the next run in the directory removes them
+    all (an image left under its own name, without provenance, stayed before),
+    and no image lies under its own name unstamped."""
+    real = shutil.which("gnuplot")
+    if not real:
+        pytest.skip("gnuplot not installed")
+    cfg = write_config(tmp_path / "c.json", methods=["full", "snapkv"])
+    out = tmp_path / "run"
+    assert sweep(kvbench_bin, cfg, out, tiny).returncode == 0
+    wrap = tmp_path / "bin"
+    wrap.mkdir()
+    mark = tmp_path / "drawn"
+    # the third image drawn, then hold on so that plot can be killed mid-figure
+    (wrap / "gnuplot").write_text(f"#!/bin/sh\n{real} \"$@\"\necho >> {mark}\n"
+                                  f"[ $(wc -l < {mark}) -ge 3 ] && exec sleep 60\nexit 0\n")
+    (wrap / "gnuplot").chmod(0o755)
+    p = subprocess.Popen([kvbench_bin, "plot", str(out)], env=dict(os.environ, PATH=f"{wrap}:{os.environ['PATH']}"),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and p.poll() is None and not (mark.exists() and
+                                                             len(mark.read_text().splitlines()) >= 3):
+        time.sleep(0.01)
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    assert p.returncode == -signal.SIGKILL, "the kill must land while plot runs"
+    man = json.load(open(out / "plots" / "plots.json"))
+    listed = {f for fig in man["figures"] for f in fig["files"]} | set(man.get("in_progress", []))
+    left = set(os.listdir(out / "plots")) - {"plots.json"}
+    assert {f for f in left if ".tmp." not in f} <= listed, left - listed
+    for f in left:
+        if f.endswith(".png"):
+            assert any(t == b"iTXt" for t, _ in png_chunks(out / "plots" / f)), f
+    other = write_config(tmp_path / "o.json", methods=["full", "snapkv"], seed=9)
+    assert sweep(kvbench_bin, other, out, tiny, "--force").returncode == 0
+    assert not (out / "plots").exists(), os.listdir(out / "plots")
 
 
 def test_plot_hostile_names_and_many_lengths(kvbench_bin, tiny, tmp_path):
