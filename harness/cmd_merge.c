@@ -129,16 +129,13 @@ int cmd_merge(int argc, char **argv) {
             for (size_t k = 0; k < KB_ARRAY_LEN(same) && !rc; k++)
                 if (!cJSON_Compare(field(runs[0], same[k]), field(runs[i], same[k]), 1))
                     rc = kb_fail(&err, KB_EINPUT, "%s: %s differs from %s/run.json", path, same[k], argv[2]);
+            const char *other = rc ? NULL : runinfo_other_build(runs[0], runs[i]);
             const cJSON *c0 = field(runs[0], "git_commit"), *ci = field(runs[i], "git_commit");
-            if (!rc && !cJSON_Compare(c0, ci, 1))
-                rc = kb_fail(&err, KB_EINPUT, "%s: made by kvbench commit %s, %s by %s: the merged table would "
-                             "hold rows of two builds under one commit (run every shard with one build)", path,
-                             cJSON_IsString(ci) ? ci->valuestring : "(none)", argv[2],
+            if (other)
+                rc = kb_fail(&err, KB_EINPUT, "%s: made by %s than %s (kvbench commit %s, there %s): the "
+                             "merged table would hold rows of two builds under one commit (run every shard "
+                             "with one build)", path, other, argv[2], cJSON_IsString(ci) ? ci->valuestring : "(none)",
                              cJSON_IsString(c0) ? c0->valuestring : "(none)");
-            if (!rc && runinfo_build_differs(runs[0], runs[i]))
-                rc = kb_fail(&err, KB_EINPUT, "%s: made by another build of the modified tree %s than %s (the "
-                             "binaries' sha256 differ): run every shard with one build", path,
-                             cJSON_IsString(c0) ? c0->valuestring : "?", argv[2]);
             const cJSON *m0 = field(field(runs[0], "model"), "sha256"), *mi = field(field(runs[i], "model"), "sha256");
             if (!rc && !cJSON_Compare(m0, mi, 1))
                 rc = kb_fail(&err, KB_EINPUT, "%s: the model (sha256) differs from %s", path, argv[2]);

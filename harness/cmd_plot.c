@@ -60,12 +60,19 @@ typedef struct plotctx {
 
 static int write_manifest(plotctx *pc, int final, kb_err *err);
 
-/* Lists name (a file in plots/) in plots.json before it is written: a plot
- * killed at any point leaves no file of its own that no manifest lists, so a
- * later plot or run still removes it. */
-static void note_file(plotctx *pc, const char *name) {
-    pc->pending = KB_REALLOC(pc->pending, ((size_t)pc->n_pending + 1) * sizeof *pc->pending);
-    pc->pending[pc->n_pending++] = kb_strdup(name);
+/* Lists the files of figure out (its .dat and the images of the formats
+ * drawn) in plots.json before any is written: a plot killed at any point
+ * leaves no file of its own that no manifest lists, so a later plot or run
+ * still removes it. One manifest write per figure. */
+static void note_figure(plotctx *pc, const char *out) {
+    const char *ext[3] = {"dat", pc->png ? "png" : NULL, pc->svg ? "svg" : NULL};
+    for (int k = 0; k < 3; k++) {
+        if (!ext[k]) continue;
+        char name[300];
+        snprintf(name, sizeof name, "%s.%s", out, ext[k]);
+        pc->pending = KB_REALLOC(pc->pending, ((size_t)pc->n_pending + 1) * sizeof *pc->pending);
+        pc->pending[pc->n_pending++] = kb_strdup(name);
+    }
     kb_err e = {0};
     if (write_manifest(pc, 0, &e)) {
         fprintf(stderr, "kvbench plot: %s\n", e.msg);
@@ -292,8 +299,7 @@ static void gnuplot(plotctx *pc, const char *script, const char *out, const char
         snprintf(name, sizeof name, "%s.%s", out, f ? "svg" : "png");
         snprintf(img, sizeof img, "%s/%s", pc->dir, name);
         snprintf(tmp, sizeof tmp, "%s.tmp.%ld", img, (long)getpid());
-        unlink(img);
-        note_file(pc, name);
+        unlink(img); /* listed by note_figure */
         FILE *g = popen("gnuplot 2>&1", "w");
         if (!g) {
             pc->failed++;
@@ -390,10 +396,9 @@ static int draw_series(plotctx *pc, series_set *ss, const char *out, const char 
     int blocks = 0;
     for (int i = 0; i < ss->n; i++) blocks += ss->v[i].n > 0;
     if (!blocks) return 0;
-    char path[1400], name[300];
+    char path[1400];
     snprintf(path, sizeof path, "%s/%s.dat", pc->dir, out);
-    snprintf(name, sizeof name, "%s.dat", out);
-    note_file(pc, name);
+    note_figure(pc, out);
     kb_atomic_file a;
     kb_err e = {0};
     if (atomic_open(&a, path, &e)) {
@@ -576,9 +581,7 @@ static void heatmaps(plotctx *pc, const kb_table *smp) {
         snprintf(out, sizeof out, "needle_%s", s2);
         figure_name(pc, out, sizeof out, safe);
         snprintf(path, sizeof path, "%s/%s.dat", pc->dir, out);
-        char dname[300];
-        snprintf(dname, sizeof dname, "%s.dat", out);
-        note_file(pc, dname);
+        note_figure(pc, out);
         kb_atomic_file a;
         kb_err e = {0};
         if (atomic_open(&a, path, &e)) {

@@ -24,6 +24,19 @@ static int plain_figure_name(const char *s) {
     return 0;
 }
 
+/* Adds the plain figure names of the JSON array files to names, once each. */
+static void add_listed(const cJSON *files, char ***names, int *n) {
+    const cJSON *file;
+    cJSON_ArrayForEach(file, files) {
+        if (!cJSON_IsString(file) || !plain_figure_name(file->valuestring)) continue;
+        int dup = 0;
+        for (int i = 0; i < *n && !dup; i++) dup = !strcmp((*names)[i], file->valuestring);
+        if (dup) continue;
+        *names = KB_REALLOC(*names, ((size_t)*n + 1) * sizeof **names);
+        (*names)[(*n)++] = kb_strdup(file->valuestring);
+    }
+}
+
 void plots_listed(const char *dir, char ***names, int *n) {
     *names = NULL;
     *n = 0;
@@ -32,21 +45,10 @@ void plots_listed(const char *dir, char ***names, int *n) {
     cJSON *j;
     if (access(path, F_OK) || json_load_file(path, &j, NULL)) return;
     /* each figure's files, and those of a plot that did not finish */
-    const cJSON *figs = cJSON_GetObjectItemCaseSensitive(j, "figures"), *f, *file;
-    cJSON *lists = cJSON_CreateArray();
-    cJSON_ArrayForEach(f, figs) cJSON_AddItemReferenceToArray(lists, cJSON_GetObjectItemCaseSensitive(f, "files"));
-    cJSON_AddItemReferenceToArray(lists, cJSON_GetObjectItemCaseSensitive(j, "in_progress"));
-    cJSON_ArrayForEach(f, lists) {
-        cJSON_ArrayForEach(file, f) {
-            if (!cJSON_IsString(file) || !plain_figure_name(file->valuestring)) continue;
-            int dup = 0;
-            for (int i = 0; i < *n && !dup; i++) dup = !strcmp((*names)[i], file->valuestring);
-            if (dup) continue;
-            *names = KB_REALLOC(*names, ((size_t)*n + 1) * sizeof **names);
-            (*names)[(*n)++] = kb_strdup(file->valuestring);
-        }
-    }
-    cJSON_Delete(lists);
+    const cJSON *f;
+    cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(j, "figures"))
+        add_listed(cJSON_GetObjectItemCaseSensitive(f, "files"), names, n);
+    add_listed(cJSON_GetObjectItemCaseSensitive(j, "in_progress"), names, n);
     cJSON_Delete(j);
 }
 

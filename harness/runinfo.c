@@ -145,13 +145,16 @@ void runinfo_init(kb_runinfo *r, const kb_sweep_config *c, const kb_model *m,
     cJSON_AddStringToObject(j, "session_start_time", t);
 }
 
-int runinfo_build_differs(const cJSON *a, const cJSON *b) {
+const char *runinfo_other_build(const cJSON *a, const cJSON *b) {
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(a, "git_commit");
-    if (!cJSON_IsString(c)) return 0; /* compared as commits */
+    if (!cJSON_Compare(c, cJSON_GetObjectItemCaseSensitive(b, "git_commit"), 1)) return "another commit";
+    if (!cJSON_IsString(c)) return NULL; /* equal, and not a commit string: nothing more to compare */
     size_t n = strlen(c->valuestring);
     int modified = !strcmp(c->valuestring, "unknown") || (n >= 6 && !strcmp(c->valuestring + n - 6, "-dirty"));
-    return modified && !cJSON_Compare(cJSON_GetObjectItemCaseSensitive(a, "build_sha256"),
-                                      cJSON_GetObjectItemCaseSensitive(b, "build_sha256"), 1);
+    if (modified && !cJSON_Compare(cJSON_GetObjectItemCaseSensitive(a, "build_sha256"),
+                                   cJSON_GetObjectItemCaseSensitive(b, "build_sha256"), 1))
+        return "another build of the modified tree (the binaries' sha256 differ)";
+    return NULL;
 }
 
 int runinfo_check_same(const kb_runinfo *r, const char *path, kb_err *err) {
@@ -173,19 +176,13 @@ int runinfo_check_same(const kb_runinfo *r, const char *path, kb_err *err) {
         rc = kb_fail(err, KB_EINPUT, "%s was made with a different model (sha256 differs): "
                      "use --force to continue anyway, or --out for a new run directory", path);
     /* the same build: rows of two builds would share one table under one commit */
+    const char *other = rc ? NULL : runinfo_other_build(old, r->j);
     const cJSON *oc = cJSON_GetObjectItemCaseSensitive(old, "git_commit");
-    const cJSON *nc = cJSON_GetObjectItemCaseSensitive(r->j, "git_commit");
-    if (!rc && !cJSON_Compare(oc, nc, 1))
-        rc = kb_fail(err, KB_EINPUT, "%s was made by kvbench commit %s and this is commit %s: its rows and "
-                     "this build's would share one table (use --force to continue anyway, which records "
-                     "both in run.json's earlier_sessions, or --out for a new run directory)", path,
-                     cJSON_IsString(oc) ? oc->valuestring : "(none)", nc->valuestring);
-    /* a modified tree's builds share one git_commit: their binaries tell them apart */
-    if (!rc && runinfo_build_differs(old, r->j))
-        rc = kb_fail(err, KB_EINPUT, "%s was made by another build of the modified tree %s (the binaries' "
-                     "sha256 differ): its rows and this build's would share one table (use --force to "
-                     "continue anyway, which records both in run.json's earlier_sessions, or --out for a "
-                     "new run directory)", path, nc->valuestring);
+    if (other)
+        rc = kb_fail(err, KB_EINPUT, "%s was made by %s: kvbench commit %s, this is %s; its rows and this "
+                     "build's would share one table (use --force to continue anyway, which records both in "
+                     "run.json's earlier_sessions, or --out for a new run directory)", path, other,
+                     cJSON_IsString(oc) ? oc->valuestring : "(none)", kb_git_desc());
     /* the same samples (a run.json of an older kvbench has no fingerprint) */
     const cJSON *od = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(old, "data"), "sha256");
     const cJSON *nd = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r->j, "data"), "sha256");
@@ -193,15 +190,7 @@ int runinfo_check_same(const kb_runinfo *r, const char *path, kb_err *err) {
         rc = kb_fail(err, KB_EINPUT, "%s was made with different samples (data.sha256 differs: a "
                      "wording file, the haystack corpus, a word list or a dataset file changed): use "
                      "--force to start again, or --out for a new run directory", path);
-    /* keep the first start time */
-    if (!rc) {
-        const cJSON *st = cJSON_GetObjectItemCaseSensitive(old, "start_time");
-        if (cJSON_IsString(st)) {
-            cJSON_DeleteItemFromObjectCaseSensitive(r->j, "start_time");
-            cJSON_AddStringToObject(r->j, "start_time", st->valuestring);
-        }
-    }
-    cJSON_Delete(old);
+    cJSON_Delete(old); /* the first start time is kept by runinfo_add_earlier */
     return rc;
 }
 
@@ -213,15 +202,16 @@ void runinfo_add_earlier(kb_runinfo *r, const char *path, long rows) {
     cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(old, "earlier_sessions"))
         cJSON_AddItemToArray(list, cJSON_Duplicate(e, 1));
     cJSON *s = cJSON_CreateObject();
-    static const char *const keys[] = {"kvbench_version", "git_commit", "build_sha256", "machine", "session_start_time",
-                                       "start_time", "end_time", "status"};
+    static const char *const keys[] = {"kvbench_version", "git_commit", "build_sha256", "machine", "end_time",
+                                       "status"};
     for (size_t i = 0; i < KB_ARRAY_LEN(keys); i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(old, keys[i]);
-        /* the session's own start: start_time is the run's first one */
-        if (!strcmp(keys[i], "start_time") && cJSON_GetObjectItemCaseSensitive(old, "session_start_time")) continue;
-        if (v) cJSON_AddItemToObject(s, !strcmp(keys[i], "start_time") ? "session_start_time" : keys[i],
-                                     cJSON_Duplicate(v, 1));
+        if (v) cJSON_AddItemToObject(s, keys[i], cJSON_Duplicate(v, 1));
     }
+    /* the session's own start (a run.json of an older kvbench has only the run's) */
+    const cJSON *ss = cJSON_GetObjectItemCaseSensitive(old, "session_start_time");
+    if (!ss) ss = cJSON_GetObjectItemCaseSensitive(old, "start_time");
+    if (ss) cJSON_AddItemToObject(s, "session_start_time", cJSON_Duplicate(ss, 1));
     cJSON_AddNumberToObject(s, "rows", (double)rows);
     cJSON_AddItemToArray(list, s);
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(old, "start_time"); /* the run's first start */

@@ -19,10 +19,12 @@ void runinfo_init(kb_runinfo *r, const kb_sweep_config *c, const kb_model *m,
 /* KB_EINPUT if the run.json at path was made by a different config, model
  * or shard (the error says which). */
 int runinfo_check_same(const kb_runinfo *r, const char *path, kb_err *err);
-/* 1 when run.json objects a and b have one git_commit that names a modified
- * tree ("-dirty") or none ("unknown") and different build_sha256 (the sha256
- * of the binary that wrote them): two builds that the commit cannot tell apart. */
-int runinfo_build_differs(const cJSON *a, const cJSON *b);
+/* NULL when run.json objects a and b were written by one build, else what
+ * differs: "another commit" (git_commit), or, when that commit names a
+ * modified tree ("-dirty") or none ("unknown"), whose builds share one commit
+ * string, "another build of the modified tree ..." (build_sha256, the sha256
+ * of the binary). Used by --resume and merge. */
+const char *runinfo_other_build(const cJSON *a, const cJSON *b);
 /* A --resume of the run whose run.json is at path, which holds rows rows:
  * the sessions that wrote them (its earlier_sessions, then itself: commit,
  * version, machine, session start and end, status, rows in samples.csv when

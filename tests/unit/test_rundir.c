@@ -1,6 +1,6 @@
 /* test_rundir.c - what a run directory may lose (harness/rundir.h) and when
  * two run.json were written by builds their commit cannot tell apart
- * (runinfo_build_differs): cases written out by hand. */
+ * (runinfo_other_build): cases written out by hand. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +29,7 @@ static int exists(const char *name) {
 
 static int differs(const char *a, const char *b) {
     cJSON *ja = cJSON_Parse(a), *jb = cJSON_Parse(b);
-    int r = runinfo_build_differs(ja, jb);
+    int r = runinfo_other_build(ja, jb) != NULL;
     cJSON_Delete(ja);
     cJSON_Delete(jb);
     return r;
@@ -85,7 +85,9 @@ int main(void) {
     CHECK(exists("plots/a.png"));
 
     /* builds: a clean commit is compared as a commit; a modified tree's or an
-     * unknown one's by the binary's sha256 */
+     * unknown one's by the binary's sha256 too */
+    CHECK(differs("{\"git_commit\": \"abc\"}", "{\"git_commit\": \"abd\"}"));
+    CHECK(differs("{\"git_commit\": \"abc\"}", "{}"));
     CHECK(!differs("{\"git_commit\": \"abc\", \"build_sha256\": \"1\"}", "{\"git_commit\": \"abc\", \"build_sha256\": \"2\"}"));
     CHECK(differs("{\"git_commit\": \"abc-dirty\", \"build_sha256\": \"1\"}",
                   "{\"git_commit\": \"abc-dirty\", \"build_sha256\": \"2\"}"));
