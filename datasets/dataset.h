@@ -19,8 +19,10 @@
  *   - multi-request (multi_request = 1): every turn's user text starts with
  *     shared_prefix; each turn is an independent request that reuses the KV
  *     of the shared prefix's tokens (a copy per request);
- *   - stop: generation also stops when the decoded text ends with turn.stop;
- *     turn_score() scores the text before it.
+ *   - stop: generation also stops when the decoded text ends with turn.stop
+ *     and something other than newlines came before it (turn_stop_at: as
+ *     LongBench's min_length forbids the "\n" stop token as the first new
+ *     token); turn_score() scores the text before the first such stop.
  * Samples of multi-turn tasks have no answer_prefix on turns after the first. */
 #ifndef KB_DATASET_H
 #define KB_DATASET_H
@@ -119,6 +121,10 @@ void sample_list_free(kb_sample_list *l);
  * first-line rule, then its metric (metric2 when second != 0) with the
  * sample's class list. Returns 0..1, or -1 if the metric is unknown or unset. */
 double turn_score(const kb_sample *s, int t, const char *pred);
+/* Where `stop` (non-empty) ends generation in text[0..n): the offset of its
+ * first occurrence that has a byte other than '\n' before it, or -1. The
+ * decode stops as soon as this is >= 0; the score cuts the prediction there. */
+long turn_stop_at(const char *text, size_t n, const char *stop);
 double turn_score2(const kb_sample *s, int t, const char *pred, int second);
 
 /* Which prose/word corpus the generators use with this --haystack value

@@ -129,6 +129,15 @@ void sample_list_free(kb_sample_list *l) {
     memset(l, 0, sizeof *l);
 }
 
+long turn_stop_at(const char *text, size_t n, const char *stop) {
+    size_t sl = strlen(stop), lead = 0;
+    while (lead < n && text[lead] == '\n') lead++;
+    /* a match must start after the first byte that is not a newline */
+    for (size_t i = lead + 1; sl && i + sl <= n; i++)
+        if (!memcmp(text + i, stop, sl)) return (long)i;
+    return -1;
+}
+
 double turn_score(const kb_sample *s, int t, const char *pred) {
     return turn_score2(s, t, pred, 0);
 }
@@ -139,8 +148,8 @@ double turn_score2(const kb_sample *s, int t, const char *pred, int second) {
     if (!m) return -1;
     char *p = kb_strdup(pred ? pred : "");
     if (tu->stop && *tu->stop) {
-        char *at = strstr(p, tu->stop);
-        if (at) *at = 0;
+        long at = turn_stop_at(p, strlen(p), tu->stop);
+        if (at >= 0) p[at] = 0;
     }
     if (tu->first_line) {
         char *f = metric_first_line(p);

@@ -98,7 +98,8 @@ typedef struct turn_out {
 } turn_out;
 
 /* Greedy decode: stops at an end-of-generation token, after max_new tokens,
- * or when the decoded text ends with `stop` (if non-NULL). */
+ * or once the decoded text holds `stop` (if non-NULL) after something other
+ * than newlines (turn_stop_at). */
 static int decode_turn(drv *d, kb_methodset *ms, kb_attn_backend *via, int32_t first, int pos0,
                        int max_new, const char *stop, turn_out *o) {
     const kb_model *m = d->m;
@@ -138,7 +139,7 @@ static int decode_turn(drv *d, kb_methodset *ms, kb_attn_backend *via, int32_t f
             if (tlen + (size_t)pl + 1 > tcap) text = KB_REALLOC(text, tcap = 2 * (tlen + (size_t)pl + 1));
             memcpy(text + tlen, piece, (size_t)pl);
             tlen += (size_t)pl;
-            if (tlen >= slen && !memcmp(text + tlen - slen, stop, slen)) break;
+            if (turn_stop_at(text, tlen, stop) >= 0) break;
         }
     }
     free(text);

@@ -100,6 +100,22 @@ static void test_turn_score(void) {
     t->first_line = 0;
     t->stop = kb_strdup("\n");
     CHECK_CLOSE(turn_score(&s, 0, "Paris\nLondon"), 1.0, 1e-12, 0);
+    /* LongBench samsum (stop "\n" + first line): the "\n" stop token cannot
+     * be the first new token (pred.py's min_length), and the score is
+     * pred.lstrip("\n").split("\n")[0]; a cut at the first "\n" gave "" */
+    t->first_line = 1;
+    CHECK_CLOSE(turn_score(&s, 0, "\nParis\nLondon"), 1.0, 1e-12, 0);
+    CHECK_CLOSE(turn_score(&s, 0, "\n\nParis"), 1.0, 1e-12, 0);
+    t->first_line = 0;
+    CHECK_CLOSE(turn_score(&s, 0, "\n\nParis\nLondon"), 1.0, 1e-12, 0);
+    CHECK_EQ_INT(turn_stop_at("\n", 1, "\n"), -1);
+    CHECK_EQ_INT(turn_stop_at("\n\n", 2, "\n"), -1);
+    CHECK_EQ_INT(turn_stop_at("\n\nA\n", 4, "\n"), 3);
+    CHECK_EQ_INT(turn_stop_at("A.\n\nB", 5, "\n"), 2);
+    CHECK_EQ_INT(turn_stop_at("AB", 2, "\n"), -1);
+    CHECK_EQ_INT(turn_stop_at("A\n", 1, "\n"), -1); /* only the first n bytes */
+    CHECK_EQ_INT(turn_stop_at("x##", 3, "##"), 1);
+    CHECK_EQ_INT(turn_stop_at("##x##", 5, "##"), 3);
     snprintf(t->metric2, sizeof t->metric2, "exact_match");
     CHECK_CLOSE(turn_score2(&s, 0, "the city is paris!", 1), 1.0, 1e-12, 0);
     snprintf(t->metric, sizeof t->metric, "no_such_metric");
