@@ -20,8 +20,15 @@ void kvstream_free(kb_kvstream *s) {
 
 void kvstream_reserve(kb_kvstream *s, int cap) {
     if (cap <= s->cap) return;
-    int nc = s->cap ? s->cap : 16;
-    while (nc < cap) nc = nc > (1 << 29) ? cap : nc * 2;
+    /* the first reservation is exact (a cache sized for its prompt and decode
+     * holds no unused rows: a 2 MiB page is resident as a whole once touched,
+     * so a power of two above L + N put up to twice the cache in peak RSS);
+     * growth then doubles */
+    int nc = KB_MAX(cap, 16);
+    if (s->cap) {
+        nc = s->cap;
+        while (nc < cap) nc = nc > (1 << 29) ? cap : nc * 2;
+    }
     size_t row = (size_t)s->D * kb_dtype_size(s->dtype);
     /* K and V in one block, V from the first 64-byte boundary after K: one
      * allocation of twice the size reaches the huge-page size (kb_amalloc)

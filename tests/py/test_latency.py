@@ -187,6 +187,34 @@ def test_bench_methods_method_memory(kvbench_bin, tmp_path):
             assert not (out / "latency.csv").exists()
 
 
+@pytest.mark.skipif(os.environ.get("KVBENCH_BUILD", "build") != "build",
+                    reason="sanitizer runtimes bring their own allocator")
+def test_peak_rss_follows_the_cache(kvbench_bin, tmp_path):
+    """Peak RSS is the resident KV plus a fixed part, at any context: what a
+    child holds beside its cache (weights, activations, scratch) does not
+    depend on L. Before, a cache was reserved at the power of two above
+    L + N slots, its K and V halves shared one 2 MiB page at SmolLM2's 4K
+    (resident as a whole once touched), and glibc served the blocks of layers
+    built after an earlier one was freed from its heap, where freed memory
+    stays resident: the fixed part was 205, 158 and 110 MiB at 4096, 6000 and
+    8192. Tolerance 16 MiB: 8% of the smallest cache here, far under those
+    differences, and above what page rounding of 90 streams leaves (< 1 MiB)."""
+    out = tmp_path / "rss"
+    p = bench(kvbench_bin, "-m", "synthetic:smollm2-135m", "--methods", "full",
+              "--contexts", "4096,6000,8192", "--decode-tokens", 16, "--reps", 1, "--out", out)
+    assert p.returncode == 0, p.stderr
+    rows = read(out / "latency.csv")
+    assert len(rows) == 3
+    row_bytes = SMOL["layers"] * SMOL["hkv"] * SMOL["d"] * 2 * 2  # K and V, f16, all layers
+    fixed = {}
+    for r in rows:
+        L = int(r["context"])
+        assert int(r["kv_bytes_resident"]) == (L + 16) * row_bytes  # cache geometry
+        fixed[L] = int(r["peak_rss_bytes"]) - int(r["kv_bytes_resident"])
+    assert max(fixed.values()) - min(fixed.values()) < 16 << 20, \
+        {L: round(f / 2**20, 1) for L, f in fixed.items()}
+
+
 def test_bench_methods_rounds(kvbench_bin, tmp_path):
     """--rounds 3: one row per cell as with one round; its decode time is the
     median of the three times the rounds printed, its speedup the median of the
