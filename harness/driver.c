@@ -634,18 +634,60 @@ static int fid_reference(drv *d, const kb_sample *s, const sample_prep *sp, kb_e
     return 0;
 }
 
+/* The positions the turns after the first (or every request of a
+ * multi-request sample) need, as run_cell places them, each checked against
+ * the model context: `need` is the largest. A later turn's text holds the
+ * previous answer: the gold one is known; with own_answers it is counted as
+ * its turn's max_new tokens over an empty answer (its re-encoding may differ a
+ * little; run_cell checks each turn again). */
+static int later_turns_fit(drv *d, const kb_sample *s, int n_first, int *need, kb_err *err) {
+    int n_ctx = d->m->hp.n_ctx_train, pos = n_first, rc = 0;
+    for (int t = s->multi_request ? 0 : 1; t < s->n_turns && !rc; t++) {
+        const kb_turn *tu = &s->turns[t], *prev = t ? &s->turns[t - 1] : NULL;
+        kb_tokens x;
+        int at, extra = 0;
+        if (s->multi_request) {
+            rc = render_request(&d->rend, s, t, &x, err);
+            at = n_first; /* every request follows the shared prefix */
+        } else {
+            const char *answer = d->cfg->own_answers ? ""
+                                 : prev->gold         ? prev->gold
+                                 : prev->n_answers    ? prev->answers[0]
+                                                      : "";
+            if (d->cfg->own_answers) extra = prev->max_new;
+            rc = render_next_turn(&d->rend, s, t, answer, &x, err);
+            at = pos;
+        }
+        if (rc) break;
+        long total = (long)at + extra + x.n + tu->max_new;
+        if (x.n < 1 || total > n_ctx)
+            rc = kb_fail(err, KB_EINPUT,
+                         "%s/%s: %s %d needs %ld tokens (%d before it, %d of its own, %d new), "
+                         "more than the model context %d%s",
+                         s->task, s->id, s->multi_request ? "request" : "turn", t, total, at + extra,
+                         x.n, tu->max_new, n_ctx, x.n < 1 ? " (or renders to no token)" : "");
+        *need = (int)KB_MAX((long)*need, total);
+        pos += extra + x.n; /* its prompt, then the kept last prompt token's slot is reused */
+        tokens_free(&x);
+    }
+    return rc;
+}
+
 /* The sample's first prompt (the shared prefix of a multi-request one),
- * rendered and checked to fit the model with its new tokens. */
-static int render_fitting(drv *d, const kb_sample *s, kb_tokens *t, kb_err *err) {
+ * rendered and checked to fit the model with its new tokens, and so are its
+ * later turns or requests (later_turns_fit); `need` (if not NULL): the most
+ * positions any of them uses. */
+static int render_fitting(drv *d, const kb_sample *s, kb_tokens *t, int *need_out, kb_err *err) {
     int rc = s->multi_request ? render_shared_prefix(&d->rend, s, t, err) : render_first_turn(&d->rend, s, t, err);
     if (rc) return rc;
     int n_ctx = d->m->hp.n_ctx_train, need = t->n + max_new_of(s);
-    if (t->n < 2 || need > n_ctx) {
+    if (t->n < 2 || need > n_ctx)
         rc = kb_fail(err, KB_EINPUT, "%s/%s: prompt of %d tokens + %d new does not fit the model "
                      "context %d (or is shorter than 2 tokens)",
                      s->task, s->id, t->n, max_new_of(s), n_ctx);
-        tokens_free(t);
-    }
+    if (!rc) rc = later_turns_fit(d, s, t->n, &need, err);
+    if (rc) tokens_free(t);
+    else if (need_out) *need_out = need;
     return rc;
 }
 
@@ -666,7 +708,7 @@ static int plan_check(drv *d, const kb_sweep_config *cfg, const kb_sample_list *
         if (o->shard_n > 1 && i % o->shard_n != o->shard_i) continue;
         kb_tokens t;
         memset(&t, 0, sizeof t);
-        int rc = render_fitting(d, &samples->v[i], &t, err);
+        int rc = render_fitting(d, &samples->v[i], &t, NULL, err);
         if (rc) {
             kb_err_prefix(err, "%s", cfg->path);
             return rc;
@@ -678,9 +720,9 @@ static int plan_check(drv *d, const kb_sweep_config *cfg, const kb_sample_list *
 
 static int prepare_sample(drv *d, const kb_sample *s, sample_prep *sp, kb_err *err) {
     memset(sp, 0, sizeof *sp);
-    int rc = render_fitting(d, s, &sp->first, err);
+    int need;
+    int rc = render_fitting(d, s, &sp->first, &need, err);
     if (rc) return rc;
-    int need = sp->first.n + max_new_of(s);
     sp->L = sp->first.n;
     /* the shared prefill + one method's copy (+ the fidelity history) */
     rc = model_check_memory(d->m, need, d->cfg->fidelity ? 3 : 2, d->cfg->kv_dtype, err);

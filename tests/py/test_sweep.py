@@ -466,6 +466,35 @@ def test_sigint_keeps_finished_cells(kvbench_bin, tiny, tmp_path, sig):
     assert rows(out / "samples.csv")[:len(kept)] == kept
 
 
+@pytest.mark.parametrize("mode", ["multi_turn", "multi_request"])
+def test_later_turns_must_fit_before_the_run(kvbench_bin, tiny, tmp_path, mode):
+    """Every turn (multi-turn: the first prompt, the gold answers and the
+    later queries; multi-request: the shared prefix plus each request) is
+    checked against the model context before anything runs, in --dry-run
+    too. Before, only the first prompt was: a long second query made a
+    multi-turn run fail after the earlier samples' cells (the dry run had
+    passed), and a multi-request run wrote rows past the model context with
+    exit 0."""
+    data = tmp_path / "mf.jsonl"
+    nums = list(range(3, 53))
+    long_q = "Consider the list carefully. " * 400 + "The smallest number in the list is"
+    with open(data, "w") as f:
+        for sid, q in (("short", "The smallest number in the list is"), ("longq", long_q)):
+            f.write(json.dumps({"id": sid, "context": nums, "multi_turns": [
+                {"input": "The largest number in the list is", "answer": 52},
+                {"input": q, "answer": 3}]}) + "\n")
+    cfg = write_config(tmp_path / "c.json", methods=["full", "snapkv"], budgets=[32],
+                       tasks=[{"task": "scbench_mf", "file": str(data), "mode": mode}])
+    word = "turn" if mode == "multi_turn" else "request"
+    for extra in (("--dry-run",), ()):
+        out = tmp_path / ("dry" if extra else "run")
+        p = sweep(kvbench_bin, cfg, out, tiny, *extra)
+        assert p.returncode == 2, (extra, p.stderr)
+        assert f"scbench_mf/longq: {word} 1 needs" in p.stderr, p.stderr
+        assert "more than the model context 2048" in p.stderr, p.stderr
+        assert not out.exists()
+
+
 def test_run_directory_safety(kvbench_bin, tiny, tmp_path):
     cfg = write_config(tmp_path / "c.json", methods=["full"])
     out = tmp_path / "run"
