@@ -113,6 +113,10 @@ int wording_load(const cJSON *cfg, const kb_dataset_env *env, const char *family
                                "directory)", family);
         return rc;
     }
+    /* the provenance names the file read, wherever the run was started */
+    char *abs = realpath(w->path, NULL);
+    if (abs && strlen(abs) < sizeof w->path) memcpy(w->path, abs, strlen(abs) + 1);
+    free(abs);
     if (!cJSON_IsObject(w->root)) {
         cJSON_Delete(w->root);
         w->root = NULL;

@@ -215,7 +215,7 @@ int cmd_prompts(int argc, char **argv) {
     env.seed = seed >= 0 ? (unsigned long long)seed : cfg_seed;
     env.haystack_dir = haystack;
     env.data_dir = data_dir;
-    env.configs_dir = NULL;
+    env.configs_dir = "configs"; /* as the sweep: ./configs/prompts if there (ds_configs_dir) */
     if (!strcmp(counter, "model")) {
         const char *mp = cli_model_path(model);
         if ((rc = open_counter(mp, &mc, &err))) {

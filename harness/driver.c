@@ -551,8 +551,7 @@ static int gen_samples(drv *d, kb_sample_list *all, kb_err *err) {
     env.seed = c->seed;
     env.haystack_dir = c->haystack;
     env.data_dir = c->data_dir;
-    struct stat st;
-    env.configs_dir = stat("configs/prompts", &st) == 0 ? "configs" : NULL; /* NULL: next to the binary */
+    env.configs_dir = "configs"; /* ./configs/prompts if there, else as ds_configs_dir says */
     env.n_ctx = d->m->hp.n_ctx_train;
     env.count_ctx = &d->rend;
     env.count_tokens = render_count_tokens;

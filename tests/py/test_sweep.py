@@ -495,6 +495,35 @@ def test_later_turns_must_fit_before_the_run(kvbench_bin, tiny, tmp_path, mode):
         assert not out.exists()
 
 
+def test_prompts_and_sweep_read_the_same_wording(kvbench_bin, tiny, tmp_path):
+    """`prompts` shows what `sweep` runs: started in a directory with its own
+    configs/prompts, both read that wording, and both name it by its absolute
+    path (run.json's provenance was relative to a directory it does not
+    record). Before, `prompts` skipped ./configs and showed the checkout's
+    wording while the sweep ran the local one."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    w = json.load(open(os.path.join(root, "configs", "prompts", "needle.json")))
+    w["question"] = "Which pass key was hidden above? The pass key is "
+    local = tmp_path / "configs" / "prompts"
+    local.mkdir(parents=True)
+    (local / "needle.json").write_text(json.dumps(w))
+    cfg = write_config(tmp_path / "c.json", methods=["full"], budgets=[32],
+                       tasks=[{"task": "needle", "words": [60], "depths": [0.5], "per_cell": 1,
+                               "max_new": 4}])
+    want = f"wording={local / 'needle.json'}; "
+    p = subprocess.run([kvbench_bin, "prompts", cfg, "--counter", "bytes4"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    row = json.loads(p.stdout.splitlines()[0])
+    assert w["question"] in row["turns"][0]["user"]
+    assert row["provenance"].startswith(want), row["provenance"]
+    p = subprocess.run([kvbench_bin, "sweep", cfg, "--out", "run", "-m", tiny], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    prov = json.load(open(tmp_path / "run" / "run.json"))["data"]["provenance"]
+    assert len(prov) == 1 and prov[0].startswith(want), prov
+
+
 def test_run_directory_safety(kvbench_bin, tiny, tmp_path):
     cfg = write_config(tmp_path / "c.json", methods=["full"])
     out = tmp_path / "run"
