@@ -459,6 +459,15 @@ static int budget_of(const char *s, double *b) {
     return 1;
 }
 
+/* A summary row over a task's every turn and kind with a score (an ALL row of
+ * a cell that lacks some task has none; summaries before the kind column
+ * read kind as "") */
+static int whole_scored(const kb_table *sum, int r) {
+    const char *kind = table_get(sum, r, "kind");
+    return !strcmp(table_get(sum, r, "turn"), "all") && (!*kind || !strcmp(kind, "all")) &&
+           *table_get(sum, r, "score");
+}
+
 static void accuracy_plots(plotctx *pc, const kb_table *sum) {
     /* tasks in order of appearance */
     for (int r = 0; r < sum->nrow; r++) {
@@ -469,13 +478,13 @@ static void accuracy_plots(plotctx *pc, const kb_table *sum) {
         series_set ss = {0};
         double lo = INFINITY, hi = -INFINITY, b;
         for (int q = 0; q < sum->nrow; q++)
-            if (!strcmp(table_get(sum, q, "task"), task) && !strcmp(table_get(sum, q, "turn"), "all") &&
+            if (!strcmp(table_get(sum, q, "task"), task) && whole_scored(sum, q) &&
                 budget_of(table_get(sum, q, "budget"), &b)) {
                 lo = fmin(lo, b);
                 hi = fmax(hi, b);
             }
         for (int q = 0; q < sum->nrow; q++) {
-            if (strcmp(table_get(sum, q, "task"), task) || strcmp(table_get(sum, q, "turn"), "all"))
+            if (strcmp(table_get(sum, q, "task"), task) || !whole_scored(sum, q))
                 continue;
             series *s = series_get(&ss, table_get(sum, q, "label"));
             double y = atof(table_get(sum, q, "score"));
@@ -645,7 +654,7 @@ static void speedup_plot(plotctx *pc, const kb_table *lat) {
 static void ablation_plots(plotctx *pc, const kb_table *sum) {
     series_set ks = {0}, as = {0};
     for (int r = 0; r < sum->nrow; r++) {
-        if (strcmp(table_get(sum, r, "turn"), "all")) continue;
+        if (!whole_scored(sum, r)) continue;
         cJSON *p = cJSON_Parse(table_get(sum, r, "params"));
         const cJSON *k = p ? cJSON_GetObjectItemCaseSensitive(p, "kernel") : NULL;
         const cJSON *al = p ? cJSON_GetObjectItemCaseSensitive(p, "alpha") : NULL;

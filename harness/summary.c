@@ -1,9 +1,12 @@
-/* summary.c - summary.csv from samples.csv: per (task, turn, cell) the
+/* summary.c - summary.csv from samples.csv: per (task, turn, kind, cell) the
  * number of rows, mean score x100 with a 95% interval (normal approximation,
  * 1.96 standard errors), median decode ms/token, speedup against the
  * baseline cell of the same task (default label "full"), mean resident and
  * traffic columns. Multi-turn tasks also get one row per turn ("all" is the
- * mean over turns). Task "ALL" is the macro average over tasks. */
+ * mean over turns), and tasks whose turns ask different things (mixed SCBench
+ * tasks: a summary and a passkey, each with its own metric) one row per kind
+ * over all turns; other rows have kind "all". Task "ALL" is the macro average
+ * over tasks, empty for a cell that lacks some task (an interrupted run). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,13 +16,13 @@
 #include "harness/table.h"
 
 const char *const kb_summary_cols[] = {
-    "task", "turn", "method", "label", "params", "budget", "budget_mode", "n", "score", "ci95",
+    "task", "turn", "kind", "method", "label", "params", "budget", "budget_mode", "n", "score", "ci95",
     "decode_ms_per_token", "speedup_vs_full", "tokens_resident", "bytes_resident",
     "tokeq_read_per_step", "bytes_read_per_step", "compression_ratio"};
 const int kb_summary_ncols = (int)(sizeof kb_summary_cols / sizeof kb_summary_cols[0]);
 
 typedef struct group {
-    char task[64], turn[16], method[48], label[80], params[512], budget[16], mode[16];
+    char task[64], turn[16], kind[48], method[48], label[80], params[512], budget[16], mode[16];
     double *score, *dec;
     int n, cap;
     double res_tok, res_bytes, rd_tok, rd_bytes, comp;
@@ -41,10 +44,10 @@ static double median(double *v, int n) {
 }
 
 static group *find_group(group **gs, int *ng, int *cap, const char *task, const char *turn,
-                         const kb_table *t, int r) {
+                         const char *kind, const kb_table *t, int r) {
     const char *label = table_get(t, r, "label"), *budget = table_get(t, r, "budget");
     for (int i = 0; i < *ng; i++)
-        if (!strcmp((*gs)[i].task, task) && !strcmp((*gs)[i].turn, turn) &&
+        if (!strcmp((*gs)[i].task, task) && !strcmp((*gs)[i].turn, turn) && !strcmp((*gs)[i].kind, kind) &&
             !strcmp((*gs)[i].label, label) && !strcmp((*gs)[i].budget, budget))
             return &(*gs)[i];
     if (*ng == *cap) {
@@ -55,6 +58,7 @@ static group *find_group(group **gs, int *ng, int *cap, const char *task, const 
     memset(g, 0, sizeof *g);
     snprintf(g->task, sizeof g->task, "%s", task);
     snprintf(g->turn, sizeof g->turn, "%s", turn);
+    snprintf(g->kind, sizeof g->kind, "%s", kind);
     snprintf(g->method, sizeof g->method, "%s", table_get(t, r, "method"));
     snprintf(g->label, sizeof g->label, "%s", label);
     snprintf(g->params, sizeof g->params, "%s", table_get(t, r, "params"));
@@ -81,6 +85,7 @@ static void group_add(group *g, const kb_table *t, int r) {
 
 static void emit(kb_table *out, const group *g, double base_dec, double score_override, int n_override) {
     char b[12][64];
+    /* score_override: NAN = no score (an ALL row of a cell without every task) */
     double mean = 0, sd = 0;
     for (int i = 0; i < g->n; i++) mean += g->score[i];
     mean /= g->n ? g->n : 1;
@@ -89,11 +94,11 @@ static void emit(kb_table *out, const group *g, double base_dec, double score_ov
     double ci = g->n > 1 ? 1.96 * sd / sqrt(g->n) : 0;
     double dec = median(g->dec, g->n);
     int n = n_override >= 0 ? n_override : g->n;
-    double sc = score_override >= 0 ? score_override : 100 * mean;
-    const char *v[17] = {
-        g->task, g->turn, g->method, g->label, g->params, g->budget, g->mode,
-        fmt_long(b[0], 64, n), fmt_double(b[1], 64, sc),
-        score_override >= 0 ? "" : fmt_double(b[2], 64, 100 * ci), fmt_double(b[3], 64, dec),
+    double sc = score_override >= 0 || isnan(score_override) ? score_override : 100 * mean;
+    const char *v[18] = {
+        g->task, g->turn, g->kind, g->method, g->label, g->params, g->budget, g->mode,
+        fmt_long(b[0], 64, n), isnan(sc) ? "" : fmt_double(b[1], 64, sc),
+        score_override >= 0 || isnan(score_override) ? "" : fmt_double(b[2], 64, 100 * ci), fmt_double(b[3], 64, dec),
         base_dec > 0 && dec > 0 ? fmt_double(b[4], 64, base_dec / dec) : "",
         fmt_double(b[5], 64, g->res_tok / g->n), fmt_double(b[6], 64, g->res_bytes / g->n),
         fmt_double(b[7], 64, g->rd_tok / g->n), fmt_double(b[8], 64, g->rd_bytes / g->n),
@@ -101,12 +106,15 @@ static void emit(kb_table *out, const group *g, double base_dec, double score_ov
     table_add(out, v);
 }
 
+/* A task's row over all its turns and kinds. */
+static int whole(const group *g) { return !strcmp(g->turn, "all") && !strcmp(g->kind, "all"); }
+
 /* Median decode ms/token of the baseline cell over every task's rows. */
 static double baseline_median_all(const group *gs, int ng, const char *baseline) {
     double *v = NULL;
     int n = 0;
     for (int j = 0; j < ng; j++)
-        if (!strcmp(gs[j].turn, "all") && !strcmp(gs[j].label, baseline)) {
+        if (whole(&gs[j]) && !strcmp(gs[j].label, baseline)) {
             v = KB_REALLOC(v, (size_t)(n + gs[j].n) * sizeof(double));
             memcpy(v + n, gs[j].dec, (size_t)gs[j].n * sizeof(double));
             n += gs[j].n;
@@ -123,30 +131,36 @@ int summary_write(const char *samples_csv, const char *summary_csv, const char *
     if (rc) return rc;
     group *gs = NULL;
     int ng = 0, cap = 0;
-    /* tasks with several turns also get per-turn rows */
-    char **multi = KB_CALLOC((size_t)t.nrow + 1, sizeof *multi);
-    int nmulti = 0;
+    /* tasks with several turns also get per-turn rows, tasks with several
+     * kinds per-kind rows: per task (few), its first row's kind and the flags */
+    typedef struct { const char *task, *kind; int multi, mixed; } task_info;
+    task_info *ti = KB_CALLOC((size_t)t.nrow + 1, sizeof *ti);
+    int nti = 0, *row_task = KB_CALLOC((size_t)t.nrow + 1, sizeof *row_task);
     for (int r = 0; r < t.nrow; r++) {
-        if (!strcmp(table_get(&t, r, "turn"), "0")) continue;
-        int seen = 0;
-        for (int q = 0; q < nmulti && !seen; q++) seen = !strcmp(multi[q], table_get(&t, r, "task"));
-        if (!seen) multi[nmulti++] = t.rows[r][table_col(&t, "task")];
+        const char *task = table_get(&t, r, "task"), *kind = table_get(&t, r, "kind");
+        int k = 0;
+        while (k < nti && strcmp(ti[k].task, task)) k++;
+        if (k == nti) ti[nti++] = (task_info){task, kind, 0, 0};
+        ti[k].multi |= strcmp(table_get(&t, r, "turn"), "0") != 0;
+        ti[k].mixed |= strcmp(ti[k].kind, kind) != 0;
+        row_task[r] = k;
     }
     for (int r = 0; r < t.nrow; r++) {
         const char *task = table_get(&t, r, "task");
-        group_add(find_group(&gs, &ng, &cap, task, "all", &t, r), &t, r);
-        int is_multi = 0;
-        for (int q = 0; q < nmulti && !is_multi; q++) is_multi = !strcmp(multi[q], task);
-        if (is_multi) group_add(find_group(&gs, &ng, &cap, task, table_get(&t, r, "turn"), &t, r), &t, r);
+        const task_info *k = &ti[row_task[r]];
+        group_add(find_group(&gs, &ng, &cap, task, "all", "all", &t, r), &t, r);
+        if (k->multi) group_add(find_group(&gs, &ng, &cap, task, table_get(&t, r, "turn"), "all", &t, r), &t, r);
+        if (k->mixed) group_add(find_group(&gs, &ng, &cap, task, "all", table_get(&t, r, "kind"), &t, r), &t, r);
     }
-    free(multi);
+    free(ti);
+    free(row_task);
     kb_table out;
     table_init(&out, kb_summary_cols, kb_summary_ncols);
     for (int i = 0; i < ng; i++) {
         double base = -1;
         for (int j = 0; j < ng; j++)
             if (!strcmp(gs[j].task, gs[i].task) && !strcmp(gs[j].turn, gs[i].turn) &&
-                !strcmp(gs[j].label, baseline))
+                !strcmp(gs[j].kind, gs[i].kind) && !strcmp(gs[j].label, baseline))
                 base = median(gs[j].dec, gs[j].n);
         emit(&out, &gs[i], base, -1, -1);
     }
@@ -159,10 +173,10 @@ int summary_write(const char *samples_csv, const char *summary_csv, const char *
     }
     if (ntasks > 1) {
         for (int i = 0; i < ng; i++) {
-            if (strcmp(gs[i].turn, "all")) continue;
+            if (!whole(&gs[i])) continue;
             int seen = 0;
             for (int j = 0; j < i; j++)
-                seen |= !strcmp(gs[j].turn, "all") && !strcmp(gs[j].label, gs[i].label) &&
+                seen |= whole(&gs[j]) && !strcmp(gs[j].label, gs[i].label) &&
                         !strcmp(gs[j].budget, gs[i].budget);
             if (seen) continue;
             double sum = 0;
@@ -174,7 +188,7 @@ int summary_write(const char *samples_csv, const char *summary_csv, const char *
             merged.n = merged.cap = 0;
             merged.res_tok = merged.res_bytes = merged.rd_tok = merged.rd_bytes = merged.comp = 0;
             for (int j = 0; j < ng; j++) {
-                if (strcmp(gs[j].turn, "all") || strcmp(gs[j].label, gs[i].label) ||
+                if (!whole(&gs[j]) || strcmp(gs[j].label, gs[i].label) ||
                     strcmp(gs[j].budget, gs[i].budget))
                     continue;
                 double m = 0;
@@ -198,7 +212,8 @@ int summary_write(const char *samples_csv, const char *summary_csv, const char *
                 merged.comp += gs[j].comp;
             }
             double base = baseline_median_all(gs, ng, baseline);
-            emit(&out, &merged, base, sum / k, n);
+            /* a mean over some of the tasks is not the macro average: no score */
+            emit(&out, &merged, base, k == ntasks ? sum / k : NAN, n);
             free(merged.score);
             free(merged.dec);
         }
