@@ -217,17 +217,21 @@ void hybrid_attend(kb_hybrid *h, const kb_kernels *kk, kb_mcommon *c, const floa
         int n = s[g].n, np = (n + h->p - 1) / h->p;
         /* reads of this KV head: distinct K/V rows + the approximation's dims */
         read_rows += mc_sel_distinct(c, h->per_head ? g * G : g, nsel, n);
-        int du = 0;
+        /* distinct summary rows: per dim, the max row where the row's q sum is
+         * positive, else the min (one row each in grouped mode; per head, two
+         * heads with opposite signs read both); p = 1 reads K's dim-major row */
+        int du = 0, two = h->per_head && h->p > 1;
         for (int j = 0; j < nsel; j++)
             for (int t = 0; t < h->r; t++) {
-                int d = h->dims[(size_t)(h->per_head ? g * G + j : g) * h->r + t];
-                if (!h->dmark[d]) {
-                    h->dmark[d] = 1;
+                int row = h->per_head ? g * G + j : g, d = h->dims[(size_t)row * h->r + t];
+                unsigned char bit = two && q[(size_t)row * D + d] > 0 ? 2 : 1;
+                if (!(h->dmark[d] & bit)) {
+                    h->dmark[d] |= bit;
                     du++;
                 }
             }
         memset(h->dmark, 0, (size_t)D);
-        double elems = (double)(h->p > 1 ? np : n) * du; /* one of min/max per dim and page */
+        double elems = (double)(h->p > 1 ? np : n) * du; /* one of min/max per row's dim and page */
         approx_tokeq += elems / (2.0 * D);
         approx_bytes += elems * elt; /* summaries are stored in the KV dtype */
     }

@@ -207,6 +207,38 @@ static void test_accounting(void) {
     CHECK_CLOSE(a.approx_tokeq, 2001.0 * 7 / (2.0 * D), 1e-9, 0);
     CHECK_CLOSE(a.read_tokeq, 128 + 2001.0 * 7 / (2.0 * D), 1e-9, 0);
     r.ops->destroy(r.st);
+    /* hybrid per head (p > 1): each head reads, per chosen dim, the page max
+     * where its q is positive and the min otherwise, so two heads of a group
+     * that share a dim with opposite signs read both rows: the reads are the
+     * distinct (dim, sign) pairs of the group's heads (before, distinct dims).
+     * Each head's dims: top r of |q| (ties to the lower dim), worked out here */
+    CHECK(!start(&r, "{\"method\":\"hybrid\",\"budget\":256,\"gqa\":\"per_head\"}", &s));
+    step(&r, &s, 0, o);
+    r.ops->account(r.st, &a);
+    {
+        int ph = a.budget->p, rh = a.budget->r, G = s.Hq / s.Hkv, nph = (2001 + ph - 1) / ph, pairs = 0, dims = 0;
+        CHECK(ph > 1 && rh < D);
+        for (int g = 0; g < s.Hkv; g++) {
+            char seen[2][64] = {{0}}, any[64] = {0};
+            for (int hh = g * G; hh < (g + 1) * G; hh++) {
+                const float *qh = s.q + (size_t)hh * D;
+                char taken[64] = {0};
+                for (int t = 0; t < rh; t++) {
+                    int best = -1;
+                    for (int d = 0; d < D; d++)
+                        if (!taken[d] && (best < 0 || fabsf(qh[d]) > fabsf(qh[best]))) best = d;
+                    taken[best] = 1;
+                    pairs += !seen[qh[best] > 0][best];
+                    seen[qh[best] > 0][best] = 1;
+                    dims += !any[best];
+                    any[best] = 1;
+                }
+            }
+        }
+        CHECK(pairs > dims); /* the case occurs in this scenario */
+        CHECK_CLOSE(a.approx_tokeq, (double)nph * pairs / (2.0 * D) / s.Hkv, 1e-9, 0);
+    }
+    r.ops->destroy(r.st);
     /* full reads everything; snapkvpp reads its kept tokens */
     CHECK(!start(&r, "{\"method\":\"full\"}", &s));
     step(&r, &s, 0, o);
