@@ -94,6 +94,7 @@ def test_options(runs, tmp_path):
     # another context: the 1000-token rows (Full KV 0.99, RocketKV 1.5x, (0.1 - 0) / 1.0)
     p = script("--context", 1000, runs[0])
     assert p.returncode == 0, p.stderr
+    assert p.stderr == ""  # chosen, so no note
     assert "| 1000 | 35.0 | 55 | 99.0% | 1.50x | 10.0% |" in p.stdout
     # another budget, another method, stricter targets
     p = script("--budget", 1024, runs[0])
@@ -105,6 +106,7 @@ def test_options(runs, tmp_path):
     rows = run_rows(0.9, 2.497, 0.3, 0.1, 1.0)
     write(tmp_path / "x.csv", rows)
     p = script(tmp_path / "x.csv")
+    assert p.stderr == ""  # its largest context is 8176: the targets' context
     assert "2.50x" in p.stdout and "target met in 0 of 1" in p.stdout.split("speedup:")[1].splitlines()[0]
 
 
@@ -157,3 +159,5 @@ def test_real_latency_csv(kvbench_bin, tmp_path):
             f"{'' if full['handover_ns'] == '' else format(float(full['handover_ns']), '.0f')} | "
             f"{100 * float(full['attn_bw_fraction']):.1f}% | {float(rk['speedup_vs_full']):.2f}x | {100 * share:.1f}% |")
     assert want in p.stdout, (want, p.stdout)
+    # a 300-token run measures something else than the 8K targets: said on stderr
+    assert f"its largest context is {full['context']}; the targets are set at 8K context" in p.stderr
