@@ -84,5 +84,7 @@ int ds_count(const kb_dataset_env *env, const kb_sample *s);
 /* configs/ directory to use (env->configs_dir, $KVBENCH_CONFIGS, or
  * <dir of the binary>/../configs, or "configs"). */
 const char *ds_configs_dir(const kb_dataset_env *env);
+/* SCBench mf's question made from a turn's input, or NULL (scbench.c). */
+char *scbench_mf_prefix(const char *input);
 
 #endif

@@ -15,6 +15,7 @@
 
 #include "datasets/ds_internal.h"
 #include "harness/json.h"
+#include "harness/textnorm.h"
 
 enum { SC_LOADER, SC_KV, SC_PREFIX_SUFFIX, SC_VT, SC_MF };
 
@@ -80,6 +81,42 @@ static int W(sc_ctx *c, const char *key, const tpl_var *v, int n, char **out, kb
     char where[1200];
     snprintf(where, sizeof where, "%s: %s.%s", c->wf.path, c->sp->name, key);
     return tpl_format(t, v, n, where, out, err);
+}
+
+/* SCBench's mf question (eval_utils.py): "What is " +
+ * re.findall("The .+ is", input)[0].lower()[:-3] + "?": the leftmost "The "
+ * with, on the same line, the last " is" at least one character after it;
+ * Python's str.lower (textnorm). NULL when the input has no such span. */
+char *scbench_mf_prefix(const char *input) {
+    ustr u = {0}, low = {0};
+    ustr_from_utf8(&u, input);
+    const uint32_t *v = u.v;
+    size_t n = u.n;
+    char *out = NULL;
+    for (size_t s = 0; s + 8 <= n && !out; s++) {
+        if (v[s] != 'T' || v[s + 1] != 'h' || v[s + 2] != 'e' || v[s + 3] != ' ') continue;
+        size_t e = s + 4;
+        while (e < n && v[e] != '\n') e++;
+        for (size_t i = e; i >= s + 8 && !out; i--) /* the match is v[s, i) */
+            if (v[i - 3] == ' ' && v[i - 2] == 'i' && v[i - 1] == 's') {
+                ustr_lower(&low, v + s, i - s);
+                char *mid = utf8_from_u32(low.v, low.n - 3);
+                sbuf b = {0};
+                sb_printf(&b, "What is %s?", mid);
+                free(mid);
+                out = sb_take(&b);
+            }
+    }
+    ustr_free(&u);
+    ustr_free(&low);
+    return out;
+}
+
+/* Whether the wording's template `key` of this task contains `text`. */
+static int wording_uses(sc_ctx *c, const char *key, const char *text) {
+    const char *t;
+    kb_err e = {0};
+    return !wording_get(&c->wf, c->sp->name, key, &t, &e) && strstr(t, text);
 }
 
 /* ---------------------------------------------------------------- sample assembly */
@@ -360,10 +397,17 @@ static int load_line(const cJSON *obj, long lineno, void *ctx, kb_err *err) {
         tu[t].metric = sub->metric;
         tu[t].max_new = sub->max_new;
         tu[t].kind = sub->name;
-        tpl_var v[10];
+        tpl_var v[11];
         int nv = 0;
         v[nv++] = (tpl_var){"input", in->valuestring};
         v[nv++] = (tpl_var){"question", in->valuestring};
+        char *mf_q = !strcmp(c->sp->name, "scbench_mf") ? scbench_mf_prefix(in->valuestring) : NULL;
+        if (mf_q) v[nv++] = (tpl_var){"prefix", mf_q};
+        else if (!strcmp(c->sp->name, "scbench_mf") && wording_uses(c, "query", "{prefix}")) {
+            rc = kb_fail(err, KB_EINPUT, "multi_turns[%d]: 'input' has no \"The ... is\" to make the "
+                         "query's {prefix} from (SCBench's mf rule)", t);
+            break;
+        }
         if (is_choice) {
             const cJSON *op = cJSON_GetObjectItemCaseSensitive(x, "options");
             if (!cJSON_IsArray(op) || cJSON_GetArraySize(op) != 4) {
@@ -397,7 +441,9 @@ static int load_line(const cJSON *obj, long lineno, void *ctx, kb_err *err) {
             tu[t].answers[1] = kb_strdup(l);
             tu[t].n_answers = 2;
         }
-        if ((rc = W(c, "query", v, nv, &tu[t].query, err))) break;
+        rc = W(c, "query", v, nv, &tu[t].query, err);
+        free(mf_q);
+        if (rc) break;
     }
     /* repoqa: the other functions of the repository are the distractors */
     if (!rc)

@@ -421,6 +421,9 @@ def test_scbench_loaders(tmp_path, mode):
                 assert (t["metric"], t["max_new"]) == (metric, max_new)
                 ans = gt["answer"] if isinstance(gt["answer"], list) else [str(gt["answer"])]
                 assert gt["input"] in t["user"]
+                if task == "scbench_mf":  # the question SCBench makes of the input (eval_utils.py)
+                    q = "What is " + re.findall("The .+ is", gt["input"])[0].lower()[:-3] + "?"
+                    assert t["user"].endswith(q + "\n\n" + gt["input"]), t["user"][-200:]
                 if mode == "multi_turn" and k > 0:
                     assert ctx not in t["user"]
                 if task == "scbench_choice_eng":
@@ -438,6 +441,19 @@ def test_scbench_loaders(tmp_path, mode):
                 assert s["truncate_to"] == 8192 - need
             else:
                 assert s["truncate_to"] == 0
+
+
+def test_scbench_mf_input_without_a_question(tmp_path):
+    """mf's {prefix} comes from "The ... is" in the input: an input without
+    one is refused, naming the file, line and turn (SCBench's code would stop
+    with an IndexError)."""
+    data = tmp_path / "mf.jsonl"
+    data.write_text(json.dumps({"id": 0, "context": [3, 1, 2], "multi_turns": [
+        {"input": "The largest number in the list is", "answer": 3},
+        {"input": "Name the smallest number.", "answer": 1}]}) + "\n")
+    r = run({"tasks": [{"task": "scbench_mf", "file": str(data)}]}, tmp_path, "--counter", "bytes4")
+    assert r.returncode == 2 and not r.stdout
+    assert f"{data}:1" in r.stderr and "multi_turns[1]" in r.stderr and "{prefix}" in r.stderr, r.stderr
 
 
 def test_scbench_limits(tmp_path):

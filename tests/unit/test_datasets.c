@@ -123,6 +123,31 @@ static void test_turn_score(void) {
     sample_free(&s);
 }
 
+/* SCBench mf's question; expected values from Python:
+ * "What is " + re.findall("The .+ is", s)[0].lower()[:-3] + "?" */
+static void test_mf_prefix(void) {
+    static const char *const cases[][2] = {
+        {"The largest number in the list is", "What is the largest number in the list?"},
+        {"Given this, The Max is here and The min is", "What is the max is here and the min?"},
+        {"The x is\nThe y is", "What is the x?"},
+        {"The is", NULL},
+        {"The \xc3\x9c" "BER list island", "What is the \xc3\xbc" "ber list?"},
+        {"no match here", NULL},
+        {"TheThe x is", "What is the x?"},
+        {"The \xc4\xb0 is", "What is the i\xcc\x87?"}, /* U+0130 lowers to i + U+0307 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *got = scbench_mf_prefix(cases[i][0]);
+        if (cases[i][1]) {
+            CHECK(got != NULL);
+            if (got) CHECK_STREQ(got, cases[i][1]);
+        } else {
+            CHECK(got == NULL);
+        }
+        free(got);
+    }
+}
+
 static void test_registry(void) {
     static const char *const names[] = {
         "needle", "niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1",
@@ -146,6 +171,7 @@ int main(void) {
     test_rng_helpers();
     test_template();
     test_turn_score();
+    test_mf_prefix();
     test_registry();
     return check_summary("test_datasets");
 }
