@@ -9,8 +9,9 @@
  * The method context: L_prompt = L, N_new = meta max_new, S = meta S, layer =
  * meta layer (default 0); skip_layers applies to that layer as in a sweep
  * (a layer below it runs Full KV, and stats.json says so). K/V are stored in
- * f32 by default (the trace's own precision; --kv-dtype to emulate the
- * engine's f16 cache).
+ * the cache type of the run that wrote the trace (meta kv_dtype; f32 for a
+ * trace without it), which reproduces that run exactly; --kv-dtype chooses
+ * another.
  *
  * Outputs, written together or not at all: out.npy [N][Hq][D] f32,
  * selected.npy [N][rows][k] int32 (slot indices into the method's decode
@@ -42,6 +43,7 @@ static void usage(FILE *f) {
             "Runs one method on a saved one-layer trace (k.npy, v.npy, qwin.npy, q.npy, knew.npy,\n"
             "vnew.npy, meta.json) and writes out.npy, selected.npy, kept.npy (evicting methods;\n"
             "a kept.npy left by an earlier replay is removed otherwise) and stats.json into --out.\n"
+            "The cache type is the trace's (meta.json kv_dtype; f32 if absent) unless --kv-dtype.\n"
             "--param values are JSON (numbers, true/false, arrays)\n"
             "or bare strings, e.g. --param kernel=adaptive --param alpha=0.5.\n");
 }
@@ -93,6 +95,7 @@ int cmd_replay(int argc, char **argv) {
     long budget = -1;
     int have_budget = 0;
     kb_dtype dt = KB_F32;
+    int dt_given = 0;
     const char **params = KB_CALLOC((size_t)argc + 1, sizeof *params);
     int nparams = 0, c;
     optind = 1;
@@ -112,6 +115,7 @@ int cmd_replay(int argc, char **argv) {
             have_budget = 1;
             break;
         case 'k':
+            dt_given = 1;
             if (kb_dtype_parse(optarg, &dt)) {
                 free(params);
                 fprintf(stderr, "kvbench replay: --kv-dtype expects f32, f16 or bf16, got '%s'\n", optarg);
@@ -193,6 +197,7 @@ int cmd_replay(int argc, char **argv) {
 
     kb_trace t;
     if ((rc = trace_read(trace_dir, &t, &err))) return fail(rc, err.msg);
+    if (!dt_given && t.kv_dtype >= 0) dt = (kb_dtype)t.kv_dtype;
 
     /* the layer: the method itself, or Full KV below skip_layers */
     int dense = t.layer < p.skip_layers;

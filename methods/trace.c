@@ -17,6 +17,7 @@ void trace_init(kb_trace *t, int Hq, int Hkv, int D, int max_new, int S, int lay
     t->max_new = max_new;
     t->S = S;
     t->layer = layer;
+    t->kv_dtype = -1;
 }
 
 void trace_free(kb_trace *t) {
@@ -34,6 +35,7 @@ int trace_set_prefill(kb_trace *t, const kb_prefill_view *pv, int W, kb_err *err
         return kb_fail(err, KB_EINPUT, "trace: prefill view shape %d/%d/%d differs from the trace's %d/%d/%d",
                        pv->Hq, pv->Hkv, pv->D, t->Hq, t->Hkv, t->D);
     int L = pv->kv[0].n;
+    t->kv_dtype = (int)pv->kv[0].dtype;
     if (W > pv->Wq) W = pv->Wq;
     if (W > L) W = L;
     int Hkv = t->Hkv, D = t->D;
@@ -97,8 +99,10 @@ int trace_write(const char *dir, const kb_trace *t, kb_err *err) {
         rc = outset_add_npy(&o, path, files[i].data, 'f', 3, files[i].shape, err);
     }
     if (rc) return rc; /* outset_add aborted the set */
-    char meta[256];
-    int n = snprintf(meta, sizeof meta, "{\"max_new\": %d, \"S\": %d, \"layer\": %d}\n", t->max_new, t->S, t->layer);
+    char meta[256], dt[32] = "";
+    if (t->kv_dtype >= 0) snprintf(dt, sizeof dt, ", \"kv_dtype\": \"%s\"", kb_dtype_name((kb_dtype)t->kv_dtype));
+    int n = snprintf(meta, sizeof meta, "{\"max_new\": %d, \"S\": %d, \"layer\": %d%s}\n", t->max_new, t->S,
+                     t->layer, dt);
     join(path, sizeof path, dir, "meta.json");
     if ((rc = outset_add(&o, path, meta, (size_t)n, err))) return rc;
     return outset_commit(&o, err);
@@ -187,11 +191,20 @@ int trace_read(const char *dir, kb_trace *t, kb_err *err) {
     if (!rc) rc = json_load_file(path, &meta, err);
     long v;
     if (!rc && !cJSON_IsObject(meta)) rc = kb_fail(err, KB_EINPUT, "%s: expected a JSON object", path);
-    static const char *const meta_keys[] = {"max_new", "S", "layer", NULL};
+    static const char *const meta_keys[] = {"max_new", "S", "layer", "kv_dtype", NULL};
     if (!rc) rc = json_check_keys(meta, path, meta_keys, NULL, err);
     if (!rc && !(rc = json_get_int(meta, path, "max_new", 1, 0, 1 << 24, 0, &v, err))) t->max_new = (int)v;
     if (!rc && !(rc = json_get_int(meta, path, "S", 1, 1, 1 << 30, 0, &v, err))) t->S = (int)v;
     if (!rc && !(rc = json_get_int(meta, path, "layer", 0, 0, 1 << 20, 0, &v, err))) t->layer = (int)v;
+    t->kv_dtype = -1;
+    const char *dts = NULL;
+    if (!rc) rc = json_get_string(meta, path, "kv_dtype", 0, NULL, &dts, err);
+    kb_dtype dt;
+    if (!rc && dts && kb_dtype_parse(dts, &dt))
+        rc = kb_fail(err, KB_EINPUT, "%s: key 'kv_dtype': expected \"f32\", \"f16\" or \"bf16\", got \"%.40s\"",
+                     path, dts);
+    else if (!rc && dts)
+        t->kv_dtype = (int)dt;
     /* as a sweep writes them: N decode steps <= max_new, and the max seq S
      * = min(L + 1 + max_new, context) holds the L + N tokens of the trace */
     if (!rc && t->N > t->max_new)

@@ -7,7 +7,10 @@
  * prompt keys/values at positions 0..L-1), qwin.npy [W][Hq][D] (the last W
  * prompt queries, positions L-W..L-1), q.npy [N][Hq][D], knew.npy,
  * vnew.npy [N][Hkv][D] (decode step i at position L+i), and meta.json
- * {"max_new": N_new, "S": S, "layer": layer}. */
+ * {"max_new": N_new, "S": S, "layer": layer, "kv_dtype": "f16"}: k.npy and
+ * v.npy hold the cache's rows (rounded to kv_dtype, the cache type of the
+ * run), knew/vnew the step's K/V before the cache rounds them, so a replay in
+ * kv_dtype reproduces the run (kv_dtype is optional when reading). */
 #ifndef KB_TRACE_H
 #define KB_TRACE_H
 
@@ -19,6 +22,7 @@ typedef struct kb_trace {
     int max_new;           /* N_new of the method context */
     int S;                 /* max sequence of the method context */
     int layer;             /* model layer the trace comes from (0 if unknown) */
+    int kv_dtype;          /* kb_dtype of the run's cache (-1 if unknown) */
     float *k, *v;          /* [L][Hkv][D] */
     float *qwin;           /* [W][Hq][D] */
     float *q;              /* [N][Hq][D] */
@@ -39,7 +43,8 @@ void trace_add_step(kb_trace *t, const float *q, const float *k, const float *v)
 int trace_write(const char *dir, const kb_trace *t, kb_err *err);
 /* Reads and validates a trace directory (shapes consistent, W <= L, Hq a
  * multiple of Hkv, meta.json with integer max_new >= 0 and S >= 1, optional
- * layer >= 0). Errors name the file and what was expected. */
+ * layer >= 0 and kv_dtype "f32" / "f16" / "bf16"). Errors name the file and
+ * what was expected. */
 int trace_read(const char *dir, kb_trace *t, kb_err *err);
 void trace_free(kb_trace *t);
 

@@ -230,6 +230,8 @@ MALFORMED = [
      "meta.json: max_new = 0, but q.npy holds N = 6 decode steps"),
     ("meta key", lambda d: _write(os.path.join(d, "meta.json"), b'{"max_new": 6, "S": 306, "x": 1}'),
      "meta.json: unknown key 'x'"),
+    ("meta kv_dtype", lambda d: _write(os.path.join(d, "meta.json"), b'{"max_new": 6, "S": 306, "kv_dtype": "f8"}'),
+     "meta.json: key 'kv_dtype': expected \"f32\", \"f16\" or \"bf16\", got \"f8\""),
     ("nan", lambda d: _set(d, "k.npy", (7, 1, 3), np.nan), "k.npy: element (7, 1, 3) is NaN, expected finite values"),
     ("inf", lambda d: _set(d, "q.npy", (5, 0, 31), -np.inf), "q.npy: element (5, 0, 31) is infinite"),
 ]
@@ -326,3 +328,33 @@ def test_stats_name_the_build_and_the_trace(traces, tmp_path):
     assert re.fullmatch(r"([\w.-]+-g)?[0-9a-f]{12,}(-dirty)?|unknown", st["git_commit"]), st["git_commit"]
     assert st["trace_dir"] == d
 
+
+
+def test_sweep_trace_replays_in_its_cache_type(tiny_llama, tmp_path):
+    """A trace written by a sweep names its cache type, and replay uses it by
+    default, so replaying the sweep's trace gives what an f16 cache gives:
+    k.npy holds the cache's rows (f16-rounded), knew.npy the steps' K before
+    the cache rounds them. Before, meta.json had no kv_dtype and replay
+    defaulted to f32, which moved the outputs by ~1e-3."""
+    model = tiny_llama(n_ctx=2048)
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"name": "t", "seed": 3, "methods": ["quest"], "budgets": [32], "tasks": [
+        {"task": "needle", "words": [120], "depths": [0.5], "per_cell": 1, "max_new": 6}]}))
+    out = tmp_path / "run"
+    p = subprocess.run([BIN, "sweep", str(cfg), "--out", str(out), "-m", model, "--dump-trace", "1"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    (d,) = [str(x) for x in (out / "traces").iterdir()]
+    meta = json.load(open(os.path.join(d, "meta.json")))
+    assert meta["kv_dtype"] == "f16" and meta["layer"] == 1, meta
+    k = np.load(os.path.join(d, "k.npy"))
+    assert np.array_equal(k, k.astype(np.float16).astype(np.float32))
+    runs = {}
+    for name, extra in (("default", []), ("f16", ["--kv-dtype", "f16"]), ("f32", ["--kv-dtype", "f32"])):
+        p = replay(d, str(tmp_path / name), {"method": "quest", "budget": 32}, extra)
+        assert p.returncode == 0, p.stderr
+        runs[name] = load(str(tmp_path / name))
+    assert runs["default"]["stats"]["kv_dtype"] == "f16"
+    assert np.array_equal(runs["default"]["out"], runs["f16"]["out"])
+    assert np.array_equal(runs["default"]["selected"], runs["f16"]["selected"])
+    assert runs["f32"]["stats"]["kv_dtype"] == "f32"
