@@ -267,6 +267,11 @@ static int run_cell(drv *d, long seq, const kb_sample *s, const kb_cell *c, cons
     int rc = 0;
     kb_methodset *ms = NULL;
     if (s->multi_request) {
+        /* a request is prefilled through the method over the shared prefix's
+         * cache, which a trace (prefill rows at positions 0..L-1) cannot hold */
+        if (tracing)
+            fprintf(stderr, "kvbench sweep: --dump-trace: %s/%s is a multi-request sample: not traced\n", s->task,
+                    s->id);
         int P = sp->first.n; /* the whole shared prefix was prefilled */
         for (int t = 0; t < s->n_turns && !rc; t++) {
             kb_tokens req;

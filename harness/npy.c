@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -294,6 +295,16 @@ static void outset_clear(kb_outset *o) {
 }
 
 int outset_commit(kb_outset *o, kb_err *err) {
+    /* a rename can still fail where the name is a directory: find that before
+     * the first rename, so that nothing is replaced unless everything is */
+    for (int i = 0; i < o->n; i++) {
+        struct stat st;
+        if (!lstat(o->final[i], &st) && S_ISDIR(st.st_mode)) {
+            kb_fail(err, KB_EINPUT, "%s: is a directory, expected a file or nothing", o->final[i]);
+            outset_abort(o);
+            return KB_EINPUT;
+        }
+    }
     for (int i = 0; i < o->n; i++) {
         if (rename(o->tmp[i], o->final[i])) {
             int e = errno;

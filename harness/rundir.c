@@ -2,6 +2,7 @@
 #include "harness/rundir.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +80,29 @@ int plots_clear(const char *dir, kb_err *err) {
     return rc;
 }
 
+int traces_clear(const char *dir, kb_err *err) {
+    static const char *const files[] = {"k.npy", "v.npy", "qwin.npy", "q.npy", "knew.npy", "vnew.npy", "meta.json"};
+    char top[1200];
+    snprintf(top, sizeof top, "%s/traces", dir);
+    DIR *dp = opendir(top);
+    if (!dp) return 0; /* no traces (or not kvbench's directory) */
+    int rc = 0;
+    for (struct dirent *e; !rc && (e = readdir(dp));) {
+        if (e->d_name[0] == '.') continue;
+        char sub[1600], path[1800];
+        snprintf(sub, sizeof sub, "%s/%s", top, e->d_name);
+        for (size_t i = 0; i < KB_ARRAY_LEN(files) && !rc; i++) {
+            snprintf(path, sizeof path, "%s/%s", sub, files[i]);
+            rc = unlink_file(path, err);
+        }
+        if (!rc) atomic_clean_stale(sub); /* the temporaries of a trace write that was killed */
+        if (!rc) rmdir(sub);              /* only when empty */
+    }
+    closedir(dp);
+    if (!rc) rmdir(top);
+    return rc;
+}
+
 int run_dir_clear(const char *dir, kb_err *err) {
     static const char *const files[] = {"run.json", "samples.csv", "summary.csv", "latency.csv"};
     for (size_t i = 0; i < KB_ARRAY_LEN(files); i++) {
@@ -87,5 +111,6 @@ int run_dir_clear(const char *dir, kb_err *err) {
         int rc = unlink_file(path, err);
         if (rc) return rc;
     }
-    return plots_clear(dir, err);
+    int rc = plots_clear(dir, err);
+    return rc ? rc : traces_clear(dir, err);
 }

@@ -19,10 +19,15 @@ void plots_listed(const char *dir, char ***names, int *n);
  * if it is empty; files kvbench did not list stay. KB_ERUNTIME naming the
  * file when one cannot be removed. */
 int plots_clear(const char *dir, kb_err *err);
+/* Removes the replay traces of traces/ (--dump-trace): in each directory
+ * there, the files a trace consists of, then the directory and traces/ when
+ * empty; other files stay. KB_ERUNTIME naming the file when one cannot be
+ * removed. */
+int traces_clear(const char *dir, kb_err *err);
 /* Removes what a previous run left in the run directory dir, before a new run
  * (not --resume) writes its run.json there: run.json first (dir then holds no
- * run), then samples.csv, summary.csv, latency.csv and the figures
- * (plots_clear). Otherwise the old rows stay until the new run's first cell
+ * run), then samples.csv, summary.csv, latency.csv, the figures
+ * (plots_clear) and the traces (traces_clear). Otherwise the old rows stay until the new run's first cell
  * replaces them, a --resume after a crash before that cell takes them as the
  * new run's (same cells, another model or seed), and what the new run never
  * writes (latency.csv, figures) stays beside it as if it were its own. A

@@ -139,6 +139,9 @@ void runinfo_init(kb_runinfo *r, const kb_sweep_config *c, const kb_model *m,
     snprintf(shard, sizeof shard, "%d/%d", o->shard_n > 1 ? o->shard_i : 0, o->shard_n > 1 ? o->shard_n : 1);
     cJSON_AddStringToObject(j, "shard", shard);
     cJSON_AddNumberToObject(j, "window_queries", c->window_max);
+    /* the layer traced (--dump-trace), or null */
+    cJSON_AddItemToObject(j, "dump_trace",
+                          o->dump_trace_layer >= 0 ? cJSON_CreateNumber(o->dump_trace_layer) : cJSON_CreateNull());
     char t[32];
     now_iso(t, sizeof t);
     cJSON_AddStringToObject(j, "start_time", t);

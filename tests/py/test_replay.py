@@ -358,3 +358,53 @@ def test_sweep_trace_replays_in_its_cache_type(tiny_llama, tmp_path):
     assert np.array_equal(runs["default"]["out"], runs["f16"]["out"])
     assert np.array_equal(runs["default"]["selected"], runs["f16"]["selected"])
     assert runs["f32"]["stats"]["kv_dtype"] == "f32"
+
+
+def test_traces_belong_to_their_run(tiny_llama, tmp_path):
+    """run.json records the traced layer; a new run (--force) removes the
+    previous run's traces (their files only: a user's file stays); a
+    multi-request sample is said not to be traced. Before, the old run's
+    traces stayed beside the new ones and nothing told them apart, and a
+    multi-request sample was skipped without a word."""
+    model = tiny_llama(n_ctx=2048)
+    cfg = tmp_path / "c.json"
+
+    def sweep(layer, *extra, tasks=None):
+        cfg.write_text(json.dumps({"name": "t", "seed": 3, "methods": ["snapkv"], "budgets": [32], "tasks": tasks or [
+            {"task": "needle", "words": [120], "depths": [0.5], "per_cell": 1, "max_new": 4}]}))
+        return subprocess.run([BIN, "sweep", str(cfg), "--out", str(out), "-m", model, "--dump-trace", str(layer),
+                               *extra], capture_output=True, text=True, timeout=120)
+
+    out = tmp_path / "run"
+    assert sweep(1).returncode == 0
+    assert json.load(open(out / "run.json"))["dump_trace"] == 1
+    (old,) = os.listdir(out / "traces")
+    assert old.endswith("_L1")
+    (out / "traces" / old / "notes.txt").write_text("mine")
+    p = sweep(0, "--force")
+    assert p.returncode == 0, p.stderr
+    assert json.load(open(out / "run.json"))["dump_trace"] == 0
+    names = sorted(os.listdir(out / "traces"))
+    assert len(names) == 2 and names[0].endswith("_L0") and names[1] == old, names
+    assert os.listdir(out / "traces" / old) == ["notes.txt"]  # the user's file, nothing of the old trace
+    p = sweep(0, "--force", tasks=[{"task": "scbench_kv_like", "lengths": [900], "samples": 1, "turns": 2,
+                                    "mode": "multi_request"}])
+    assert p.returncode == 0, p.stderr
+    assert "--dump-trace: scbench_kv_like/" in p.stderr and "multi-request sample: not traced" in p.stderr
+    assert os.listdir(out / "traces") == [old]
+
+
+def test_replay_replaces_all_or_nothing(traces, tmp_path):
+    """A name in --out that is a directory stops replay before anything is
+    replaced (exit 2); before, out.npy was replaced, then the rename onto the
+    directory failed, leaving a half-new output set."""
+    d = traces["gqa"][0]
+    out = tmp_path / "o"
+    assert replay(d, str(out), {"method": "quest", "budget": 64}).returncode == 0
+    stale = (out / "out.npy").read_bytes()
+    os.remove(out / "selected.npy")
+    os.mkdir(out / "selected.npy")
+    p = replay(d, str(out), {"method": "snapkv", "budget": 32})
+    assert p.returncode == 2 and "selected.npy: is a directory" in p.stderr, p.stderr
+    assert (out / "out.npy").read_bytes() == stale
+    assert sorted(os.listdir(out)) == ["out.npy", "selected.npy", "stats.json"]
