@@ -97,11 +97,31 @@ typedef struct turn_out {
     long mark;           /* methodset mark after the prompt's last token */
 } turn_out;
 
+/* The text a turn has decoded, for its stop string: stop_text_add appends a
+ * token's piece and says whether the turn stops there (turn_stop_at). The
+ * decode and Full KV's reference for the fidelity columns stop alike. */
+typedef struct stop_text {
+    const char *stop; /* NULL or "": no stop string */
+    char *text;
+    size_t n, cap;
+} stop_text;
+
+static int stop_text_add(stop_text *st, const kb_model *m, int32_t id) {
+    if (!st->stop || !*st->stop) return 0;
+    char piece[256];
+    int pl = KB_MIN(tokenizer_piece(m->tok, id, 0, piece, sizeof piece), (int)sizeof piece);
+    if (st->n + (size_t)pl + 1 > st->cap) st->text = KB_REALLOC(st->text, st->cap = 2 * (st->n + (size_t)pl + 1));
+    memcpy(st->text + st->n, piece, (size_t)pl);
+    st->n += (size_t)pl;
+    return turn_stop_at(st->text, st->n, st->stop) >= 0;
+}
+
 /* Greedy decode: stops at an end-of-generation token, after max_new tokens,
  * or once the decoded text holds `stop` (if non-NULL) after something other
- * than newlines (turn_stop_at). */
-static int decode_turn(drv *d, kb_methodset *ms, kb_attn_backend *via, int32_t first, int pos0,
-                       int max_new, const char *stop, turn_out *o) {
+ * than newlines (turn_stop_at). `instr` (or NULL): seconds a wrapper of the
+ * backend spends measuring (the fidelity columns), taken out of the timers. */
+static int decode_turn(drv *d, kb_methodset *ms, kb_attn_backend *via, const double *instr, int32_t first,
+                       int pos0, int max_new, const char *stop, turn_out *o) {
     const kb_model *m = d->m;
     kb_attn_backend be = via ? *via : methodset_backend(ms);
     memset(o, 0, sizeof *o);
@@ -109,17 +129,17 @@ static int decode_turn(drv *d, kb_methodset *ms, kb_attn_backend *via, int32_t f
     int32_t tok = first;
     int pos = pos0;
     double read_tokeq = 0, read_bytes = 0, attended = 0, approx = 0;
-    size_t slen = stop ? strlen(stop) : 0, tlen = 0, tcap = 256;
-    char *text = slen ? KB_MALLOC(tcap) : NULL; /* decoded so far, for the stop string */
+    stop_text st = {stop, NULL, 0, 0};
     for (int i = 0; i < max_new; i++) {
         if (interrupted) {
-            free(text);
+            free(st.text);
             return 130;
         }
-        double t0 = kb_now(), a0 = d->f->t_attn;
+        double t0 = kb_now(), a0 = d->f->t_attn, i0 = instr ? *instr : 0;
         forward_decode(d->f, tok, pos++, &be);
-        o->t_decode += kb_now() - t0;
-        o->t_attn += d->f->t_attn - a0;
+        double spent = instr ? *instr - i0 : 0;
+        o->t_decode += kb_now() - t0 - spent;
+        o->t_attn += d->f->t_attn - a0 - spent;
         o->steps++;
         kb_cell_account a;
         methodset_account(ms, &a);
@@ -133,16 +153,9 @@ static int decode_turn(drv *d, kb_methodset *ms, kb_attn_backend *via, int32_t f
         if (tokenizer_is_eog(m->tok, next)) break;
         o->gen[o->n_gen++] = next;
         tok = next;
-        if (slen) {
-            char piece[256];
-            int pl = KB_MIN(tokenizer_piece(m->tok, next, 0, piece, sizeof piece), (int)sizeof piece);
-            if (tlen + (size_t)pl + 1 > tcap) text = KB_REALLOC(text, tcap = 2 * (tlen + (size_t)pl + 1));
-            memcpy(text + tlen, piece, (size_t)pl);
-            tlen += (size_t)pl;
-            if (turn_stop_at(text, tlen, stop) >= 0) break;
-        }
+        if (stop_text_add(&st, m, next)) break;
     }
-    free(text);
+    free(st.text);
     if (o->steps) {
         o->acc.read_tokeq = read_tokeq / o->steps;
         o->acc.read_bytes = read_bytes / o->steps;
@@ -287,7 +300,7 @@ static int run_cell(drv *d, long seq, const kb_sample *s, const kb_cell *c, cons
             if (!rc) rc = methodset_end_turn(ms, err);
             double tp = kb_now() - t0;
             turn_out o = {0};
-            if (!rc) rc = decode_turn(d, ms, NULL, req.ids[req.n - 1], P + req.n - 1, s->turns[t].max_new,
+            if (!rc) rc = decode_turn(d, ms, NULL, NULL, req.ids[req.n - 1], P + req.n - 1, s->turns[t].max_new,
                                        s->turns[t].stop, &o);
             if (!rc) {
                 char *pred = tokenizer_decode(d->m->tok, o.gen, o.n_gen, 0);
@@ -343,7 +356,9 @@ static int run_cell(drv *d, long seq, const kb_sample *s, const kb_cell *c, cons
             rc = trace_set_prefill(&tr, &pv, KB_MIN(d->cfg->window_max, pv.Wq), err);
             via = trace_be_wrap(&tw, via, &tr);
         }
-        if (!rc) rc = decode_turn(d, ms, &via, first, pos, s->turns[t].max_new, s->turns[t].stop, &o);
+        if (!rc)
+            rc = decode_turn(d, ms, &via, fid ? &fw.seconds : NULL, first, pos, s->turns[t].max_new, s->turns[t].stop,
+                             &o);
         if (fid) {
             if (!rc && fw.failed) {
                 *err = fw.err;
@@ -626,14 +641,16 @@ static int fid_reference(drv *d, const kb_sample *s, const sample_prep *sp, kb_e
     d->ref.tok = KB_MALLOC((size_t)(max_new + 1) * sizeof(int32_t));
     d->ref.logits = KB_MALLOC((size_t)max_new * V * sizeof(float));
     int32_t tok = sp->first.ids[sp->L - 1];
+    stop_text st = {s->turns[0].stop, NULL, 0, 0}; /* as decode_turn stops */
     for (int i = 0; i < max_new; i++) {
         d->ref.tok[i] = tok;
         forward_decode(d->f, tok, sp->L - 1 + i, &be);
         memcpy(d->ref.logits + (size_t)i * V, d->f->logits, (size_t)V * sizeof(float));
         d->ref.steps++;
         tok = logits_argmax(d->f->logits, V);
-        if (tokenizer_is_eog(d->m->tok, tok)) break;
+        if (tokenizer_is_eog(d->m->tok, tok) || stop_text_add(&st, d->m, tok)) break;
     }
+    free(st.text);
     methodset_free(ms);
     return 0;
 }

@@ -33,22 +33,25 @@ static void fid_decode(void *ctx, int layer, int32_t pos, const float *q, const 
                        const float *v, float *out) {
     kb_fid_be *w = ctx;
     w->inner.decode(w->inner.ctx, layer, pos, q, k, v, out);
+    double t0 = kb_now();
     kb_kvstream *full = w->full + (size_t)layer * w->Hkv;
     for (int h = 0; h < w->Hkv; h++)
         kvstream_append_f32(&full[h], k + (size_t)h * w->D, v + (size_t)h * w->D, pos);
-    if (w->failed) return;
-    kb_account acc;
-    methodset_layer_account(w->ms, layer, &acc);
-    kb_fidelity f;
-    if (fidelity_step(methodset_layer_ops(w->ms, layer), methodset_layer_state(w->ms, layer), &acc,
-                      q, out, full, w->Hq, w->Hkv, w->D, &f, &w->err)) {
-        w->failed = 1;
-        return;
+    if (!w->failed) {
+        kb_account acc;
+        methodset_layer_account(w->ms, layer, &acc);
+        kb_fidelity f;
+        if (fidelity_step(methodset_layer_ops(w->ms, layer), methodset_layer_state(w->ms, layer), &acc, q, out,
+                          full, w->Hq, w->Hkv, w->D, &f, &w->err)) {
+            w->failed = 1;
+        } else {
+            w->recall += f.recall;
+            w->mass += f.mass;
+            w->rel_err += f.rel_err;
+            w->n++;
+        }
     }
-    w->recall += f.recall;
-    w->mass += f.mass;
-    w->rel_err += f.rel_err;
-    w->n++;
+    w->seconds += kb_now() - t0;
 }
 
 kb_attn_backend fid_be_wrap(kb_fid_be *w, kb_attn_backend inner, kb_methodset *ms,

@@ -26,6 +26,7 @@ typedef struct kb_fid_be {
     kb_kvstream *full;      /* [n_layers][Hkv] exact history: the prefill + every decoded token */
     double recall, mass, rel_err; /* sums over (step, layer) */
     long n;                 /* (step, layer) pairs measured */
+    double seconds;         /* time spent measuring, not in the method: the decode's timers leave it out */
     int failed;
     kb_err err;             /* first failure */
 } kb_fid_be;

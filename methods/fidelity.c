@@ -147,16 +147,23 @@ double fidelity_kl(const float *ref, const float *x, int n) {
     double lzr = mr + log(sr), lzx = mx + log(sx), kl = 0;
     for (int i = 0; i < n; i++) {
         double lp = ref[i] - lzr, lq = x[i] - lzx;
+        if (lp == -INFINITY) continue; /* p = 0: 0 log 0 = 0 (not 0 * inf = NaN) */
         kl += exp(lp) * (lp - lq);
     }
-    return kl > 0 ? kl : 0;
+    /* rounding can leave a tiny negative; a NaN (a NaN logit) stays NaN, not
+     * a perfect 0 */
+    return isnan(kl) ? kl : kl > 0 ? kl : 0;
+}
+
+/* First index of the largest value, NaN never the largest; -1 if all NaN. */
+static int argmax_nan(const float *a, int n) {
+    int m = -1;
+    for (int i = 0; i < n; i++)
+        if (!isnan(a[i]) && (m < 0 || a[i] > a[m])) m = i;
+    return m;
 }
 
 int fidelity_top1_agree(const float *a, const float *b, int n) {
-    int ia = 0, ib = 0;
-    for (int i = 1; i < n; i++) {
-        if (a[i] > a[ia]) ia = i;
-        if (b[i] > b[ib]) ib = i;
-    }
-    return ia == ib;
+    int ia = argmax_nan(a, n);
+    return ia >= 0 && ia == argmax_nan(b, n);
 }

@@ -524,6 +524,37 @@ def test_prompts_and_sweep_read_the_same_wording(kvbench_bin, tiny, tmp_path):
     assert len(prov) == 1 and prov[0].startswith(want), prov
 
 
+def test_fidelity_reference_stops_where_full_kv_stops(kvbench_bin, model_file, tmp_path):
+    """kl_vs_full and top1_vs_full are means over Full KV's decode steps
+    (teacher-forced on its tokens): its reference run stops where Full KV's
+    own row stops, at the turn's stop string too (LongBench samsum: "\n"),
+    so each row's top1 is a count over Full KV's steps. Before, the
+    reference ran on to max_new (71 steps for Full KV's 7 here) and the
+    columns averaged over tokens Full KV never produced. Default model: the
+    tiny random one does not end its line."""
+    fix = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "longbench")
+    cfg = write_config(tmp_path / "c.json", fidelity=True, budgets=[64],
+                       methods=["full", "quest", "snapkv"],
+                       tasks=[{"task": "longbench", "dir": fix, "subtasks": ["samsum"], "limit": 1,
+                               "max_len": 1500}])
+    out = tmp_path / "run"
+    p = sweep(kvbench_bin, cfg, out, model_file)
+    assert p.returncode == 0, p.stderr
+    got = {r["label"]: r for r in rows(out / "samples.csv")}
+    full = got["full"]
+    pred = full["prediction"]
+    assert pred.endswith("\n") and pred.strip("\n"), pred  # stopped by its stop string, after some text
+    steps = int(full["new_tokens"])  # the stop token is the last generated one: one step each
+    assert steps < 128  # samsum's max_new: the stop, not the limit, ended it
+    assert float(full["top1_vs_full"]) == 1 and float(full["kl_vs_full"]) == 0
+    fracs = []
+    for label in ("quest", "snapkv"):
+        x = float(got[label]["top1_vs_full"]) * steps
+        assert abs(x - round(x)) < 1e-4, (label, got[label]["top1_vs_full"], steps)
+        fracs.append(float(got[label]["top1_vs_full"]))
+    assert any(0 < f < 1 for f in fracs)  # a count of agreements that is not all or none
+
+
 def test_run_directory_safety(kvbench_bin, tiny, tmp_path):
     cfg = write_config(tmp_path / "c.json", methods=["full"])
     out = tmp_path / "run"

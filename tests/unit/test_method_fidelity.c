@@ -121,5 +121,17 @@ int main(void) {
     float c[3] = {1, 3, 3}, d[3] = {0, 1, 5};
     CHECK_EQ_INT(fidelity_top1_agree(c, c, 3), 1);
     CHECK_EQ_INT(fidelity_top1_agree(c, d, 3), 0); /* c's argmax is index 1 (first of the tie) */
+    /* a broken method's NaN logits are no match: before, KL was clamped from
+     * NaN to 0 and an all-NaN row "agreed" when the reference's argmax was 0 */
+    float e[2] = {NAN, 0}, f[2] = {NAN, NAN}, g[2] = {1, 0};
+    CHECK(isnan(fidelity_kl(a, e, 2)));
+    CHECK(isnan(fidelity_kl(g, f, 2)));
+    CHECK_EQ_INT(fidelity_top1_agree(g, f, 2), 0);
+    CHECK_EQ_INT(fidelity_top1_agree(g, e, 2), 0); /* e's largest number is index 1 */
+    CHECK_EQ_INT(fidelity_top1_agree(e, g, 2), 0);
+    /* a reference probability of exactly 0 adds nothing: P = (1, 0), Q = (1/2, 1/2): ln 2 */
+    float z[2] = {0, -INFINITY};
+    CHECK_CLOSE(fidelity_kl(z, a, 2), log(2.0), 1e-7, 0);
+    CHECK_CLOSE(fidelity_kl(z, z, 2), 0, 0, 0);
     return check_summary("method_fidelity");
 }
