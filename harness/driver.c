@@ -254,6 +254,10 @@ static int teacher_forced(drv *d, const kb_cell *c, const kb_method_ctx *ctx, fi
     int V = d->m->hp.n_vocab, pos = ctx->L_prompt - 1;
     double kl = 0, top1 = 0;
     for (int i = 0; i < d->ref.steps; i++) {
+        if (interrupted) {
+            methodset_free(ms);
+            return 130;
+        }
         forward_decode(d->f, d->ref.tok[i], pos + i, &be);
         const float *r = d->ref.logits + (size_t)i * V;
         kl += fidelity_kl(r, d->f->logits, V);
@@ -642,7 +646,7 @@ static int fid_reference(drv *d, const kb_sample *s, const sample_prep *sp, kb_e
     d->ref.logits = KB_MALLOC((size_t)max_new * V * sizeof(float));
     int32_t tok = sp->first.ids[sp->L - 1];
     stop_text st = {s->turns[0].stop, NULL, 0, 0}; /* as decode_turn stops */
-    for (int i = 0; i < max_new; i++) {
+    for (int i = 0; i < max_new && !interrupted; i++) {
         d->ref.tok[i] = tok;
         forward_decode(d->f, tok, sp->L - 1 + i, &be);
         memcpy(d->ref.logits + (size_t)i * V, d->f->logits, (size_t)V * sizeof(float));
@@ -652,7 +656,7 @@ static int fid_reference(drv *d, const kb_sample *s, const sample_prep *sp, kb_e
     }
     free(st.text);
     methodset_free(ms);
-    return 0;
+    return interrupted ? 130 : 0;
 }
 
 /* The positions the turns after the first (or every request of a
