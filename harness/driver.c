@@ -353,7 +353,7 @@ static int run_cell(drv *d, long seq, const kb_sample *s, const kb_cell *c, cons
         kb_trace tr;
         kb_attn_backend via = methodset_backend(ms);
         int fid = t == 0 && d->cfg->fidelity, trace = t == 0 && tracing;
-        if (fid) via = fid_be_wrap(&fw, via, ms, &d->pf);
+        if (fid) via = fid_be_wrap(&fw, via, ms, &d->pf, s->turns[t].max_new);
         if (trace) {
             trace_init(&tr, ctx.Hq, ctx.Hkv, ctx.D, ctx.N_new, ctx.S, d->opts->dump_trace_layer);
             kb_prefill_view pv = prefill_view(&d->pf, d->opts->dump_trace_layer);

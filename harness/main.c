@@ -1,6 +1,5 @@
 /* main.c - the kvbench binary: dispatches to one subcommand. */
 #include <cblas.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,12 +64,6 @@ static void ensure_blas_kernels(char **argv) {
 }
 
 int main(int argc, char **argv) {
-    /* every block of 1 MiB or more is its own mapping, returned to the system
-     * when freed: glibc otherwise raises this threshold to the largest block
-     * freed so far and serves later blocks of that size from its heap, where
-     * freed memory stays resident, so peak RSS (bench methods) would depend on
-     * the order of earlier allocations (KV caches built and freed layer by layer) */
-    mallopt(M_MMAP_THRESHOLD, 1 << 20);
     ensure_blas_kernels(argv);
     if (argc < 2) {
         usage(stderr);

@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <sys/stat.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,6 +92,8 @@ int traces_clear(const char *dir, kb_err *err) {
         if (e->d_name[0] == '.') continue;
         char sub[1600], path[1800];
         snprintf(sub, sizeof sub, "%s/%s", top, e->d_name);
+        struct stat st;
+        if (lstat(sub, &st) || !S_ISDIR(st.st_mode)) continue; /* a link (perhaps to a kept trace), a file */
         for (size_t i = 0; i < KB_ARRAY_LEN(files) && !rc; i++) {
             snprintf(path, sizeof path, "%s/%s", sub, files[i]);
             rc = unlink_file(path, err);

@@ -20,8 +20,8 @@ void plots_listed(const char *dir, char ***names, int *n);
  * file when one cannot be removed. */
 int plots_clear(const char *dir, kb_err *err);
 /* Removes the replay traces of traces/ (--dump-trace): in each directory
- * there, the files a trace consists of, then the directory and traces/ when
- * empty; other files stay. KB_ERUNTIME naming the file when one cannot be
+ * there (not a symbolic link to one), the files a trace consists of, then the
+ * directory and traces/ when empty; other files stay. KB_ERUNTIME naming the file when one cannot be
  * removed. */
 int traces_clear(const char *dir, kb_err *err);
 /* Removes what a previous run left in the run directory dir, before a new run

@@ -55,7 +55,7 @@ static void fid_decode(void *ctx, int layer, int32_t pos, const float *q, const 
 }
 
 kb_attn_backend fid_be_wrap(kb_fid_be *w, kb_attn_backend inner, kb_methodset *ms,
-                            const kb_prefill *pf) {
+                            const kb_prefill *pf, int steps) {
     memset(w, 0, sizeof *w);
     w->inner = inner;
     w->ms = ms;
@@ -65,7 +65,7 @@ kb_attn_backend fid_be_wrap(kb_fid_be *w, kb_attn_backend inner, kb_methodset *m
     w->D = pf->D;
     w->full = KB_CALLOC((size_t)pf->n_layers * pf->Hkv, sizeof *w->full);
     for (int i = 0; i < pf->n_layers * pf->Hkv; i++) {
-        kvstream_init(&w->full[i], pf->kv[i].dtype, pf->D, pf->kv[i].n + 256);
+        kvstream_init(&w->full[i], pf->kv[i].dtype, pf->D, pf->kv[i].n + steps + 1); /* room for the decode */
         kvstream_copy(&w->full[i], &pf->kv[i]);
     }
     kb_attn_backend be = {w, fid_prefill, fid_decode};

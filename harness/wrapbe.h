@@ -33,7 +33,7 @@ typedef struct kb_fid_be {
 
 /* Starts from a copy of the prefill's K/V (the history the method was built from). */
 kb_attn_backend fid_be_wrap(kb_fid_be *w, kb_attn_backend inner, kb_methodset *ms,
-                            const kb_prefill *pf);
+                            const kb_prefill *pf, int steps); /* steps: the most decode steps to come */
 void fid_be_free(kb_fid_be *w);
 
 #endif

@@ -205,12 +205,18 @@ int kb_hugepages_on(void) {
     return on;
 }
 
+/* Whether a block of r bytes goes on huge pages (the rule above). */
+static int huge_block(size_t r) {
+    size_t up = (r + KB_HUGE - 1) & ~(size_t)(KB_HUGE - 1);
+    return (r >= 2 * (size_t)KB_HUGE || (r >= KB_HUGE && up - r <= r / 8)) && kb_hugepages_on();
+}
+
 void *kb_amalloc_try(size_t n) {
     void *p = NULL;
     if (n > SIZE_MAX - 2 * (size_t)KB_HUGE) return NULL; /* the roundings below would wrap */
     size_t r = (n + 63) & ~(size_t)63;
     size_t up = (r + KB_HUGE - 1) & ~(size_t)(KB_HUGE - 1);
-    int huge = (r >= 2 * (size_t)KB_HUGE || (r >= KB_HUGE && up - r <= r / 8)) && kb_hugepages_on();
+    int huge = huge_block(r);
     if (huge) r = up;
     if (posix_memalign(&p, huge ? KB_HUGE : 64, r ? r : 64)) return NULL;
 #ifdef MADV_HUGEPAGE
@@ -226,6 +232,55 @@ void *kb_amalloc(size_t n, const char *file, int line) {
 }
 
 void kb_afree(void *p) { free(p); }
+
+#if defined(__SANITIZE_ADDRESS__)
+#define KB_MAP_IS_MALLOC 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KB_MAP_IS_MALLOC 1
+#endif
+#endif
+
+/* The mapping's length for a block of n bytes: whole pages, or whole 2 MiB
+ * pages when the block goes on huge pages (then 2 MiB aligned). */
+static size_t map_len(size_t n, int *huge) {
+    size_t r = ((n ? n : 1) + 4095) & ~(size_t)4095;
+    *huge = huge_block(r);
+    return *huge ? (r + KB_HUGE - 1) & ~(size_t)(KB_HUGE - 1) : r;
+}
+
+void *kb_map(size_t n, const char *file, int line) {
+#ifdef KB_MAP_IS_MALLOC
+    return kb_amalloc(n, file, line);
+#else
+    if (n > SIZE_MAX - 4 * (size_t)KB_HUGE) oom(n, file, line);
+    int huge;
+    size_t r = map_len(n, &huge), len = huge ? r + KB_HUGE : r;
+    char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) oom(n, file, line);
+    if (huge) { /* keep the 2 MiB aligned r bytes of the mapping */
+        char *a = (char *)(((uintptr_t)p + KB_HUGE - 1) & ~(uintptr_t)(KB_HUGE - 1));
+        if (a > p) munmap(p, (size_t)(a - p));
+        if (p + len > a + r) munmap(a + r, (size_t)(p + len - (a + r)));
+        p = a;
+#ifdef MADV_HUGEPAGE
+        (void)madvise(p, r, MADV_HUGEPAGE); /* advice only: failure is harmless */
+#endif
+    }
+    return p;
+#endif
+}
+
+void kb_unmap(void *p, size_t n) {
+    if (!p) return;
+#ifdef KB_MAP_IS_MALLOC
+    (void)n;
+    kb_afree(p);
+#else
+    int huge;
+    munmap(p, map_len(n, &huge));
+#endif
+}
 
 char *kb_strdup(const char *s) {
     size_t n = strlen(s) + 1;

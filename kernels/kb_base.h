@@ -74,6 +74,14 @@ void *kb_amalloc(size_t n, const char *file, int line);
 /* The same, returning NULL when memory is short (for optional copies). */
 void *kb_amalloc_try(size_t n);
 void kb_afree(void *p);
+/* A block of its own mapping, given back to the system when unmapped (the
+ * huge-page rule of kb_amalloc): for KV streams, so that a freed stream's
+ * memory leaves peak RSS, whatever the C library keeps on its heap. Free with
+ * kb_unmap(p, n), n as allocated. Under AddressSanitizer these are
+ * kb_amalloc / kb_afree, so overruns stay detected. */
+void *kb_map(size_t n, const char *file, int line);
+void kb_unmap(void *p, size_t n);
+#define KB_MAP(n) kb_map((n), __FILE__, __LINE__)
 /* Whether kb_amalloc puts large blocks on transparent huge pages (2 MiB
  * aligned, MADV_HUGEPAGE): blocks of 4 MiB and more, and blocks of 2 MiB and
  * more that rounding up to whole 2 MiB pages grows by at most an eighth;

@@ -10,8 +10,13 @@ void kvstream_init(kb_kvstream *s, kb_dtype t, int D, int cap) {
     if (cap > 0) kvstream_reserve(s, cap);
 }
 
+/* K's part of the block of cap rows (V follows it: the block is twice this). */
+static size_t kbytes_of(const kb_kvstream *s, int cap) {
+    return ((size_t)cap * s->D * kb_dtype_size(s->dtype) + 63) & ~(size_t)63;
+}
+
 void kvstream_free(kb_kvstream *s) {
-    kb_afree(s->K); /* V lives in the same block */
+    kb_unmap(s->K, 2 * kbytes_of(s, s->cap)); /* V lives in the same block */
     free(s->pos);
     s->K = s->V = NULL;
     s->pos = NULL;
@@ -33,14 +38,15 @@ void kvstream_reserve(kb_kvstream *s, int cap) {
     /* K and V in one block, V from the first 64-byte boundary after K: one
      * allocation of twice the size reaches the huge-page size (kb_amalloc)
      * at half the context (SmolLM2's f16 streams at 8K: 2 x 1 MiB) */
-    size_t kbytes = ((size_t)nc * row + 63) & ~(size_t)63;
-    char *K = KB_AMALLOC(2 * kbytes);
+    size_t kbytes = kbytes_of(s, nc);
+    /* its own mapping (kb_map): a freed stream leaves peak RSS at once */
+    char *K = KB_MAP(2 * kbytes);
     char *V = K + kbytes;
     if (s->n) {
         memcpy(K, s->K, (size_t)s->n * row);
         memcpy(V, s->V, (size_t)s->n * row);
     }
-    kb_afree(s->K);
+    kb_unmap(s->K, 2 * kbytes_of(s, s->cap));
     s->K = K;
     s->V = V;
     s->pos = KB_REALLOC(s->pos, (size_t)nc * sizeof(int32_t));

@@ -155,11 +155,14 @@ double fidelity_kl(const float *ref, const float *x, int n) {
     return isnan(kl) ? kl : kl > 0 ? kl : 0;
 }
 
-/* First index of the largest value, NaN never the largest; -1 if all NaN. */
+/* First index of the largest value; -1 if any value is NaN (logits with a
+ * NaN have no meaningful argmax). */
 static int argmax_nan(const float *a, int n) {
     int m = -1;
-    for (int i = 0; i < n; i++)
-        if (!isnan(a[i]) && (m < 0 || a[i] > a[m])) m = i;
+    for (int i = 0; i < n; i++) {
+        if (isnan(a[i])) return -1;
+        if (m < 0 || a[i] > a[m]) m = i;
+    }
     return m;
 }
 

@@ -33,8 +33,7 @@ int fidelity_step(const kb_method_ops *ops, void *state, const kb_account *acc, 
 /* KL(softmax(ref) || softmax(x)) over n logits, in nats; terms where ref's
  * probability is 0 count 0; NaN if a logit is NaN. */
 double fidelity_kl(const float *ref, const float *x, int n);
-/* 1 if the argmax (first on ties, NaN never the largest) of a and b agree;
- * 0 if a is all NaN. */
+/* 1 if the argmax (first on ties) of a and b agree; 0 if either holds a NaN. */
 int fidelity_top1_agree(const float *a, const float *b, int n);
 
 #endif

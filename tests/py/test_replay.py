@@ -381,17 +381,23 @@ def test_traces_belong_to_their_run(tiny_llama, tmp_path):
     (old,) = os.listdir(out / "traces")
     assert old.endswith("_L1")
     (out / "traces" / old / "notes.txt").write_text("mine")
+    kept = tmp_path / "saved"  # a trace the user keeps elsewhere, linked into traces/
+    kept.mkdir()
+    for f in os.listdir(out / "traces" / old):
+        (kept / f).write_bytes((out / "traces" / old / f).read_bytes())
+    os.symlink(kept, out / "traces" / "link")
     p = sweep(0, "--force")
     assert p.returncode == 0, p.stderr
     assert json.load(open(out / "run.json"))["dump_trace"] == 0
     names = sorted(os.listdir(out / "traces"))
-    assert len(names) == 2 and names[0].endswith("_L0") and names[1] == old, names
+    assert len(names) == 3 and names[0].endswith("_L0") and names[1:] == sorted([old, "link"]), names
     assert os.listdir(out / "traces" / old) == ["notes.txt"]  # the user's file, nothing of the old trace
+    assert "meta.json" in os.listdir(kept) and len(os.listdir(kept)) == 8  # not followed through the link
     p = sweep(0, "--force", tasks=[{"task": "scbench_kv_like", "lengths": [900], "samples": 1, "turns": 2,
                                     "mode": "multi_request"}])
     assert p.returncode == 0, p.stderr
     assert "--dump-trace: scbench_kv_like/" in p.stderr and "multi-request sample: not traced" in p.stderr
-    assert os.listdir(out / "traces") == [old]
+    assert sorted(os.listdir(out / "traces")) == sorted([old, "link"])
 
 
 def test_replay_replaces_all_or_nothing(traces, tmp_path):

@@ -127,7 +127,10 @@ int main(void) {
     CHECK(isnan(fidelity_kl(a, e, 2)));
     CHECK(isnan(fidelity_kl(g, f, 2)));
     CHECK_EQ_INT(fidelity_top1_agree(g, f, 2), 0);
-    CHECK_EQ_INT(fidelity_top1_agree(g, e, 2), 0); /* e's largest number is index 1 */
+    CHECK_EQ_INT(fidelity_top1_agree(g, e, 2), 0);
+    float k3[3] = {0, 5, 1}, n3[3] = {NAN, 5, 1}; /* one NaN: no agreement, though 5 is the largest number */
+    CHECK_EQ_INT(fidelity_top1_agree(k3, n3, 3), 0);
+    CHECK_EQ_INT(fidelity_top1_agree(k3, k3, 3), 1);
     CHECK_EQ_INT(fidelity_top1_agree(e, g, 2), 0);
     /* a reference probability of exactly 0 adds nothing: P = (1, 0), Q = (1/2, 1/2): ln 2 */
     float z[2] = {0, -INFINITY};
