@@ -100,13 +100,15 @@ def test_bench_methods_table(kvbench_bin, tmp_path):
     assert run["kind"] == "bench_methods" and run["status"] == "done"
     assert run["read_bandwidth_gbps"] > 0 and run["contexts"] == [600, 300]
     # the cross-core hand-over: measured when the run has two threads and two
-    # CPUs to put them on, a plausible round trip (a cache line between two
-    # cores: tens of ns to a few us on a busy VM; under 1 ms even when the
-    # test machine is oversubscribed); empty otherwise
+    # CPUs to put them on, a positive round trip (a cache line between two
+    # cores: tens of ns to a few us on a quiet VM, but 8 ms in stop 59's CI,
+    # where the pytest workers held the cores and a thread waited for its time
+    # slice; the bound is loose on purpose, as in test_bench_engine_report: a
+    # timing on a shared machine is not tested); empty otherwise
     measurable = run["machine"]["threads"] >= 2 and len(os.sched_getaffinity(0)) >= 2
     for r in rows:
         if measurable:
-            assert 1 <= float(r["handover_ns"]) < 1e6, r["handover_ns"]
+            assert 1 <= float(r["handover_ns"]) < 1e8, r["handover_ns"]
         else:
             assert r["handover_ns"] == ""
     assert ("handover_ns" in run) == measurable
