@@ -241,6 +241,7 @@ void kb_afree(void *p) { free(p); }
 #endif
 #endif
 
+#ifndef KB_MAP_IS_MALLOC
 /* The mapping's length for a block of n bytes: whole pages, or whole 2 MiB
  * pages when the block goes on huge pages (then 2 MiB aligned). */
 static size_t map_len(size_t n, int *huge) {
@@ -248,6 +249,7 @@ static size_t map_len(size_t n, int *huge) {
     *huge = huge_block(r);
     return *huge ? (r + KB_HUGE - 1) & ~(size_t)(KB_HUGE - 1) : r;
 }
+#endif
 
 void *kb_map(size_t n, const char *file, int line) {
 #ifdef KB_MAP_IS_MALLOC
