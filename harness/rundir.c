@@ -12,6 +12,7 @@
 
 #include "harness/atomic.h"
 #include "harness/json.h"
+#include "methods/trace.h"
 
 /* A figure file's name as plot makes it: no directory part, not hidden, one
  * of plot's three extensions. */
@@ -82,7 +83,6 @@ int plots_clear(const char *dir, kb_err *err) {
 }
 
 int traces_clear(const char *dir, kb_err *err) {
-    static const char *const files[] = {"k.npy", "v.npy", "qwin.npy", "q.npy", "knew.npy", "vnew.npy", "meta.json"};
     char top[1200];
     snprintf(top, sizeof top, "%s/traces", dir);
     DIR *dp = opendir(top);
@@ -94,8 +94,8 @@ int traces_clear(const char *dir, kb_err *err) {
         snprintf(sub, sizeof sub, "%s/%s", top, e->d_name);
         struct stat st;
         if (lstat(sub, &st) || !S_ISDIR(st.st_mode)) continue; /* a link (perhaps to a kept trace), a file */
-        for (size_t i = 0; i < KB_ARRAY_LEN(files) && !rc; i++) {
-            snprintf(path, sizeof path, "%s/%s", sub, files[i]);
+        for (int i = 0; i < KB_TRACE_NFILES && !rc; i++) {
+            snprintf(path, sizeof path, "%s/%s", sub, kb_trace_files[i]);
             rc = unlink_file(path, err);
         }
         if (!rc) atomic_clean_stale(sub); /* the temporaries of a trace write that was killed */

@@ -76,6 +76,9 @@ static void join(char *buf, size_t cap, const char *dir, const char *name) {
     snprintf(buf, cap, "%s/%s", dir, name);
 }
 
+const char *const kb_trace_files[KB_TRACE_NFILES] = {"k.npy",    "v.npy",    "qwin.npy", "q.npy",
+                                                      "knew.npy", "vnew.npy", "meta.json"};
+
 int trace_write(const char *dir, const kb_trace *t, kb_err *err) {
     int rc = make_dirs(dir, err);
     if (rc) return rc;
@@ -86,16 +89,13 @@ int trace_write(const char *dir, const kb_trace *t, kb_err *err) {
          sn[3] = {t->N, t->Hkv, t->D};
     static const float none[1] = {0};
     struct {
-        const char *name;
         const float *data;
         const long *shape;
-    } files[] = {
-        {"k.npy", t->k, sk},          {"v.npy", t->v, sk},          {"qwin.npy", t->qwin, sw},
-        {"q.npy", t->N ? t->q : none, sq}, {"knew.npy", t->N ? t->knew : none, sn},
-        {"vnew.npy", t->N ? t->vnew : none, sn},
-    };
+    } files[] = {/* in kb_trace_files' order */
+                 {t->k, sk}, {t->v, sk}, {t->qwin, sw}, {t->N ? t->q : none, sq}, {t->N ? t->knew : none, sn},
+                 {t->N ? t->vnew : none, sn}};
     for (size_t i = 0; i < sizeof files / sizeof files[0] && !rc; i++) {
-        join(path, sizeof path, dir, files[i].name);
+        join(path, sizeof path, dir, kb_trace_files[i]);
         rc = outset_add_npy(&o, path, files[i].data, 'f', 3, files[i].shape, err);
     }
     if (rc) return rc; /* outset_add aborted the set */
@@ -103,7 +103,7 @@ int trace_write(const char *dir, const kb_trace *t, kb_err *err) {
     if (t->kv_dtype >= 0) snprintf(dt, sizeof dt, ", \"kv_dtype\": \"%s\"", kb_dtype_name((kb_dtype)t->kv_dtype));
     int n = snprintf(meta, sizeof meta, "{\"max_new\": %d, \"S\": %d, \"layer\": %d%s}\n", t->max_new, t->S,
                      t->layer, dt);
-    join(path, sizeof path, dir, "meta.json");
+    join(path, sizeof path, dir, kb_trace_files[6]);
     if ((rc = outset_add(&o, path, meta, (size_t)n, err))) return rc;
     return outset_commit(&o, err);
 }

@@ -30,6 +30,11 @@ typedef struct kb_trace {
     int cap;               /* decode steps allocated */
 } kb_trace;
 
+/* The files of a trace directory: the six arrays in the order above, then
+ * meta.json (trace_write writes them; a new run's traces_clear removes them). */
+#define KB_TRACE_NFILES 7
+extern const char *const kb_trace_files[KB_TRACE_NFILES];
+
 /* Collecting a trace (what the engine does for --dump-trace LAYER):
  * trace_init, trace_set_prefill (K/V of the layer's prefill view converted
  * to f32 and its last W queries), trace_add_step once per decode step of
