@@ -270,6 +270,14 @@ static int teacher_forced(drv *d, const kb_cell *c, const kb_method_ctx *ctx, fi
     return 0;
 }
 
+/* What turn tu's answer in the conversation is for the next turn: the
+ * model's own (pred) with own_answers, else the gold one (or answers[0]).
+ * pred NULL: not known yet (the plan check), "". */
+static const char *appended_answer(const drv *d, const kb_turn *tu, const char *pred) {
+    if (d->cfg->own_answers) return pred ? pred : "";
+    return tu->gold ? tu->gold : tu->n_answers ? tu->answers[0] : "";
+}
+
 /* The method context of a sample whose first prompt has L tokens. */
 static kb_method_ctx sample_ctx(const drv *d, const kb_sample *s, int L) {
     const kb_hparams *hp = &d->m->hp;
@@ -391,10 +399,7 @@ static int run_cell(drv *d, long seq, const kb_sample *s, const kb_cell *c, cons
             add_row(d, seq, s, t, c, pos + 1, prompt_tokens, prefill_s, &o, pred, fid ? &fv : NULL);
             free(prev_answer);
             const kb_turn *tu = &s->turns[t];
-            prev_answer = kb_strdup(d->cfg->own_answers ? pred
-                                    : tu->gold                ? tu->gold
-                                    : tu->n_answers           ? tu->answers[0]
-                                                              : "");
+            prev_answer = kb_strdup(appended_answer(d, tu, pred));
             free(pred);
             /* drop the generated tokens; keep the prompt's last token */
             methodset_rollback(ms, o.mark);
@@ -675,12 +680,8 @@ static int later_turns_fit(drv *d, const kb_sample *s, int n_first, int *need, k
             rc = render_request(&d->rend, s, t, &x, err);
             at = n_first; /* every request follows the shared prefix */
         } else {
-            const char *answer = d->cfg->own_answers ? ""
-                                 : prev->gold         ? prev->gold
-                                 : prev->n_answers    ? prev->answers[0]
-                                                      : "";
-            if (d->cfg->own_answers) extra = prev->max_new;
-            rc = render_next_turn(&d->rend, s, t, answer, &x, err);
+            if (d->cfg->own_answers) extra = prev->max_new; /* its answer is not known yet */
+            rc = render_next_turn(&d->rend, s, t, appended_answer(d, prev, NULL), &x, err);
             at = pos;
         }
         if (rc) break;
