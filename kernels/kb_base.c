@@ -205,19 +205,19 @@ int kb_hugepages_on(void) {
     return on;
 }
 
-/* Whether a block of r bytes goes on huge pages (the rule above). */
-static int huge_block(size_t r) {
+/* The size of a block of r bytes: r, or r rounded up to whole 2 MiB pages
+ * when it goes on huge pages (the rule above; *huge says which). */
+static size_t block_size(size_t r, int *huge) {
     size_t up = (r + KB_HUGE - 1) & ~(size_t)(KB_HUGE - 1);
-    return (r >= 2 * (size_t)KB_HUGE || (r >= KB_HUGE && up - r <= r / 8)) && kb_hugepages_on();
+    *huge = (r >= 2 * (size_t)KB_HUGE || (r >= KB_HUGE && up - r <= r / 8)) && kb_hugepages_on();
+    return *huge ? up : r;
 }
 
 void *kb_amalloc_try(size_t n) {
     void *p = NULL;
     if (n > SIZE_MAX - 2 * (size_t)KB_HUGE) return NULL; /* the roundings below would wrap */
-    size_t r = (n + 63) & ~(size_t)63;
-    size_t up = (r + KB_HUGE - 1) & ~(size_t)(KB_HUGE - 1);
-    int huge = huge_block(r);
-    if (huge) r = up;
+    int huge;
+    size_t r = block_size((n + 63) & ~(size_t)63, &huge);
     if (posix_memalign(&p, huge ? KB_HUGE : 64, r ? r : 64)) return NULL;
 #ifdef MADV_HUGEPAGE
     if (huge) (void)madvise(p, r, MADV_HUGEPAGE); /* advice only: failure is harmless */
@@ -244,11 +244,7 @@ void kb_afree(void *p) { free(p); }
 #ifndef KB_MAP_IS_MALLOC
 /* The mapping's length for a block of n bytes: whole pages, or whole 2 MiB
  * pages when the block goes on huge pages (then 2 MiB aligned). */
-static size_t map_len(size_t n, int *huge) {
-    size_t r = ((n ? n : 1) + 4095) & ~(size_t)4095;
-    *huge = huge_block(r);
-    return *huge ? (r + KB_HUGE - 1) & ~(size_t)(KB_HUGE - 1) : r;
-}
+static size_t map_len(size_t n, int *huge) { return block_size(((n ? n : 1) + 4095) & ~(size_t)4095, huge); }
 #endif
 
 void *kb_map(size_t n, const char *file, int line) {
