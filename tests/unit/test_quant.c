@@ -180,11 +180,12 @@ static void fill_blocks(uint32_t type, uint8_t *p, int64_t nblocks) {
 /* ----------------------------------------------------------------- checks */
 
 static void test_table(void) {
-    /* sizes from the spec (engine.md §1, §5) */
+    /* sizes from the spec (engine.md §1, §5); Q8_1 from ggml-common.h's block_q8_1
+     * (2 x f16 + 32 x int8 = 36 bytes) */
     static const struct { uint32_t id; const char *name; int blck, bytes, sup; } want[] = {
         {0, "F32", 1, 4, 1},       {1, "F16", 1, 2, 1},       {2, "Q4_0", 32, 18, 1},
         {3, "Q4_1", 32, 20, 1},    {6, "Q5_0", 32, 22, 1},    {7, "Q5_1", 32, 24, 1},
-        {8, "Q8_0", 32, 34, 1},    {9, "Q8_1", 32, 40, 0},    {10, "Q2_K", 256, 84, 0},
+        {8, "Q8_0", 32, 34, 1},    {9, "Q8_1", 32, 36, 0},    {10, "Q2_K", 256, 84, 0},
         {11, "Q3_K", 256, 110, 0}, {12, "Q4_K", 256, 144, 1}, {13, "Q5_K", 256, 176, 0},
         {14, "Q6_K", 256, 210, 1}, {15, "Q8_K", 256, 292, 0}, {30, "BF16", 1, 2, 1},
     };
