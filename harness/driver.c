@@ -15,6 +15,7 @@
  * the registry through kb_method_ops, tasks through kb_task_ops. */
 #include "harness/driver.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
@@ -388,8 +389,11 @@ static int run_cell(drv *d, long seq, const kb_sample *s, const kb_cell *c, cons
         if (trace) {
             if (!rc) {
                 char dir[1400];
-                snprintf(dir, sizeof dir, "%s/traces/%ld_%s_%s_L%d", d->out_dir, seq, s->task, s->id,
-                         d->opts->dump_trace_layer);
+                int at = snprintf(dir, sizeof dir, "%s/traces/", d->out_dir);
+                snprintf(dir + at, sizeof dir - at, "%ld_%s_%s_L%d", seq, s->task, s->id, d->opts->dump_trace_layer);
+                /* one directory right under traces/ whatever the id holds ('/', "..") */
+                for (char *ch = dir + at; *ch; ch++)
+                    if (!isalnum((unsigned char)*ch) && !strchr("._-", *ch)) *ch = '_';
                 rc = trace_write(dir, &tr, err);
             }
             trace_free(&tr);

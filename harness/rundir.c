@@ -85,6 +85,8 @@ int plots_clear(const char *dir, kb_err *err) {
 int traces_clear(const char *dir, kb_err *err) {
     char top[1200];
     snprintf(top, sizeof top, "%s/traces", dir);
+    struct stat tst;
+    if (lstat(top, &tst) || !S_ISDIR(tst.st_mode)) return 0; /* none, or a link: not followed */
     DIR *dp = opendir(top);
     if (!dp) return 0; /* no traces (or not kvbench's directory) */
     int rc = 0;

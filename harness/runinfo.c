@@ -206,7 +206,7 @@ void runinfo_add_earlier(kb_runinfo *r, const char *path, long rows) {
         cJSON_AddItemToArray(list, cJSON_Duplicate(e, 1));
     cJSON *s = cJSON_CreateObject();
     static const char *const keys[] = {"kvbench_version", "git_commit", "build_sha256", "machine", "end_time",
-                                       "status"};
+                                       "status", "dump_trace"};
     for (size_t i = 0; i < KB_ARRAY_LEN(keys); i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(old, keys[i]);
         if (v) cJSON_AddItemToObject(s, keys[i], cJSON_Duplicate(v, 1));

@@ -400,6 +400,54 @@ def test_traces_belong_to_their_run(tiny_llama, tmp_path):
     assert sorted(os.listdir(out / "traces")) == sorted([old, "link"])
 
 
+def test_traces_stay_in_their_run(tiny_llama, tmp_path):
+    """A trace directory is one name right under traces/, whatever the sample
+    id holds ('/' or '..'); a new run does not follow a traces/ that is a
+    link; a resumed run keeps the traced layer of each earlier session. Before,
+    an id "x/../../../ESCAPED" wrote its trace outside the run directory (and
+    "doc/3" one level deeper, where --force never removed it), --force emptied
+    the directory a linked traces/ pointed at, and --resume dropped dump_trace."""
+    model = tiny_llama(n_ctx=2048)
+    line = json.loads(open(os.path.join(os.path.dirname(__file__), "..", "fixtures", "scbench", "scbench_qa_eng.jsonl")).readline())
+    data = tmp_path / "d.jsonl"
+    rows = []
+    for i, sid in enumerate(["x/../../../ESCAPED", "doc/3"]):
+        rows.append(json.dumps(dict(line, id=sid, multi_turns=line["multi_turns"][:1])))
+    data.write_text("\n".join(rows) + "\n")
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"name": "t", "seed": 1, "methods": ["full"], "tasks": [
+        {"task": "scbench_qa_eng", "file": str(data)}]}))
+    work = tmp_path / "a" / "b" / "c"
+    work.mkdir(parents=True)
+    out = work / "run"
+
+    def sweep(*extra):
+        return subprocess.run([BIN, "sweep", str(cfg), "--out", str(out), "-m", model, *extra],
+                              capture_output=True, text=True, timeout=120)
+
+    p = sweep("--dump-trace", "0")
+    assert p.returncode == 0, p.stderr
+    names = sorted(os.listdir(out / "traces"))
+    assert len(names) == 2 and all("/" not in n and n.endswith("_L0") for n in names), names
+    for n in names:
+        assert "meta.json" in os.listdir(out / "traces" / n)
+    assert sorted(os.listdir(tmp_path)) == ["a", "c.json", "d.jsonl"]  # nothing escaped
+    assert sorted(os.listdir(work)) == ["run"]
+
+    p = sweep("--resume")
+    assert p.returncode == 0, p.stderr
+    run = json.load(open(out / "run.json"))
+    assert run["dump_trace"] is None and run["earlier_sessions"][0]["dump_trace"] == 0
+
+    kept = tmp_path / "kept"  # the user's traces, linked in as traces/
+    os.rename(out / "traces", kept)
+    os.symlink(kept, out / "traces")
+    p = sweep("--force")
+    assert p.returncode == 0, p.stderr
+    assert sorted(os.listdir(kept)) == names and all(
+        "meta.json" in os.listdir(kept / n) for n in names)  # not followed
+
+
 def test_replay_replaces_all_or_nothing(traces, tmp_path):
     """A name in --out that is a directory stops replay before anything is
     replaced (exit 2); before, out.npy was replaced, then the rename onto the
