@@ -734,18 +734,32 @@ static int plan_check(drv *d, const kb_sweep_config *cfg, const kb_sample_list *
             return kb_fail(err, KB_EINPUT, "%s: key 'latency': context %d + %d decode tokens does not fit "
                            "the model context of %d tokens", cfg->path, c, dt, n_ctx);
     }
+    /* the one parameter whose range depends on the model (the layers check it
+     * again, for replay and generate) */
+    for (int i = 0; i < cfg->n_cells; i++) {
+        const kb_method_params *p = &cfg->cells[i].p;
+        if (p->r > d->m->hp.head_dim)
+            return kb_fail(err, KB_EINPUT, "%s: methods entry '%s': key 'r': %d exceeds the model's head dim D = %d",
+                           cfg->path, p->label, p->r, d->m->hp.head_dim);
+    }
+    int most = 0, at = -1;
     for (int i = 0; i < samples->n; i++) {
         if (o->shard_n > 1 && i % o->shard_n != o->shard_i) continue;
         kb_tokens t;
         memset(&t, 0, sizeof t);
-        int rc = render_fitting(d, &samples->v[i], &t, NULL, err);
+        int need, rc = render_fitting(d, &samples->v[i], &t, &need, err);
         if (rc) {
             kb_err_prefix(err, "%s", cfg->path);
             return rc;
         }
         tokens_free(&t);
+        if (need > most) most = need, at = i;
     }
-    return 0;
+    /* the memory the longest sample needs, as prepare_sample checks it again
+     * before each prefill (what is available may change during the run) */
+    int rc = at < 0 ? 0 : model_check_memory(d->m, most, cfg->fidelity ? 3 : 2, cfg->kv_dtype, err);
+    if (rc) kb_err_prefix(err, "%s: %s/%s", cfg->path, samples->v[at].task, samples->v[at].id);
+    return rc;
 }
 
 static int prepare_sample(drv *d, const kb_sample *s, sample_prep *sp, kb_err *err) {

@@ -495,6 +495,31 @@ def test_later_turns_must_fit_before_the_run(kvbench_bin, tiny, tmp_path, mode):
         assert not out.exists()
 
 
+@pytest.mark.parametrize("case", ["memory", "r"])
+def test_model_dependent_limits_before_the_run(kvbench_bin, tiny, tmp_path, case):
+    """The memory the longest sample needs and a method's r against the
+    model's head dim are checked before anything runs, in --dry-run too.
+    Before, both were checked only when a cell reached them: the dry run
+    passed, and the run failed after earlier samples' rows were written."""
+    tasks = [{"task": "needle", "words": [60, 400], "depths": [0.5], "per_cell": 1, "max_new": 4}]
+    methods = ["full"] if case == "memory" else ["full", {"method": "hybrid", "r": 17}]
+    cfg = write_config(tmp_path / "c.json", tasks=tasks, methods=methods, budgets=[32])
+    # the tiny model's head dim is 64 / 4 = 16. Its 400-word prompt (~1,400
+    # tokens) needs ~1.3 MB by model_check_memory's count (measured: refused at
+    # 1.2 MB, passed at 1.5 MB), the 60-word one about a fifth: 1 MB sits between
+    env = dict(os.environ, KVBENCH_MEM_LIMIT="1000000")
+    for extra in (("--dry-run",), ()):
+        out = tmp_path / ("dry" if extra else "run")
+        p = subprocess.run([kvbench_bin, "sweep", cfg, "--out", str(out), "-m", tiny, *extra],
+                           capture_output=True, text=True, timeout=120, env=env if case == "memory" else None)
+        assert p.returncode == 2, (extra, p.stderr)
+        if case == "memory":
+            assert "needle/w400_d" in p.stderr and "of memory is available" in p.stderr, p.stderr
+        else:
+            assert "methods entry 'hybrid': key 'r': 17 exceeds the model's head dim D = 16" in p.stderr, p.stderr
+        assert not out.exists()
+
+
 def test_prompts_and_sweep_read_the_same_wording(kvbench_bin, tiny, tmp_path):
     """`prompts` shows what `sweep` runs: started in a directory with its own
     configs/prompts, both read that wording, and both name it by its absolute
