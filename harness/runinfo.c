@@ -205,8 +205,11 @@ void runinfo_add_earlier(kb_runinfo *r, const char *path, long rows) {
     cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(old, "earlier_sessions"))
         cJSON_AddItemToArray(list, cJSON_Duplicate(e, 1));
     cJSON *s = cJSON_CreateObject();
+    /* all that --force lets a resume change, so that every row's session
+     * keeps its build, model, config and data */
     static const char *const keys[] = {"kvbench_version", "git_commit", "build_sha256", "machine", "end_time",
-                                       "status", "dump_trace"};
+                                       "status", "config_file", "config", "overrides", "model", "kv_dtype",
+                                       "seed", "shard", "data", "dump_trace"};
     for (size_t i = 0; i < KB_ARRAY_LEN(keys); i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(old, keys[i]);
         if (v) cJSON_AddItemToObject(s, keys[i], cJSON_Duplicate(v, 1));

@@ -228,6 +228,12 @@ def test_resume_by_another_build(kvbench_bin, tiny, tmp_path):
     [e] = rj2["earlier_sessions"]
     assert (e["git_commit"], e["status"], e["rows"]) == ("0000000old", "interrupted", len(kept)), e
     assert e["machine"] == rj["machine"] and e["session_start_time"] == rj["session_start_time"]
+    # all that --force lets a resume change is kept per session (before: only
+    # the build, machine and times, so a resume with another model, seed or KV
+    # type left no trace of the rows the earlier session wrote)
+    for k in ("build_sha256", "config_file", "config", "overrides", "model", "kv_dtype", "seed", "shard", "data",
+              "dump_trace"):
+        assert e[k] == rj[k], k
     p = sweep(kvbench_bin, cfg, out, tiny, "--resume")  # this build's run: no --force needed
     assert p.returncode == 0, p.stderr
     sessions = json.load(open(out / "run.json"))["earlier_sessions"]
