@@ -479,6 +479,24 @@ int samples_check(const kb_table *t, const char *path, long n_samples, int shard
     return 0;
 }
 
+/* Each row's task, sample and kind are the plan's at its seq and turn
+ * (samples_check_cells checked seq and turn): rows of another plan, which
+ * --resume --force would otherwise keep as finished cells, are refused. */
+static int samples_match_plan(const kb_table *t, const char *path, const kb_sample_list *l, kb_err *err) {
+    for (int r = 0; r < t->nrow; r++) {
+        const kb_sample *s = &l->v[atol(table_get(t, r, "seq"))];
+        const kb_turn *tu = &s->turns[atoi(table_get(t, r, "turn"))];
+        const char *task = table_get(t, r, "task"), *id = table_get(t, r, "sample"), *kind = table_get(t, r, "kind");
+        const char *want = tu->kind[0] ? tu->kind : s->task;
+        if (strcmp(task, s->task) || strcmp(id, s->id) || strcmp(kind, want))
+            return kb_fail(err, KB_EINPUT, "%s: data row %d: task '%s', sample '%s', kind '%s', but seq %s turn %s "
+                           "of this run's plan is %s/%s, kind '%s': the rows are of another plan (run without "
+                           "--resume to start again, or use --out for a new run directory)", path, r + 1, task, id,
+                           kind, table_get(t, r, "seq"), table_get(t, r, "turn"), s->task, s->id, want);
+    }
+    return 0;
+}
+
 typedef struct row_cell {
     long seq;
     int cell, turn, row;
@@ -947,6 +965,7 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
         rc = samples_check_cells(&d.rows, d.samples_path, &cfg, turns, samples.n,
                                  o->shard_n > 1 ? o->shard_i : 0, o->shard_n > 1 ? o->shard_n : 1, 0, err);
         free(turns);
+        if (!rc) rc = samples_match_plan(&d.rows, d.samples_path, &samples, err);
         if (rc) {
             table_free(&d.rows);
             goto done_ri;

@@ -277,6 +277,35 @@ def test_resume_by_another_build(kvbench_bin, tiny, tmp_path):
     assert m["merged_from"][1]["earlier_sessions"] == [{"git_commit": "0000000old", "rows": 3}]
 
 
+def test_resume_refuses_rows_of_another_plan(kvbench_bin, tiny, tmp_path):
+    """A resumed run's rows must be the plan's sample (task, id, kind) at
+    their seq and turn. Before, --resume --force with the tasks reordered kept
+    the old rows as finished cells (each needle sample twice, no niah row, the
+    run 'done'), and a damaged kind was taken and made its own summary rows."""
+    tasks = [{"task": "needle", "words": [60], "depths": [0.0, 1.0], "per_cell": 1, "max_new": 4},
+             {"task": "niah_single_1", "lengths": [300], "samples": 2, "max_new": 4}]
+    cfg = write_config(tmp_path / "c.json", tasks=tasks, methods=["full"], budgets=[32])
+    out = tmp_path / "run"
+    p = sweep(kvbench_bin, cfg, out, tiny)
+    assert p.returncode == 0, p.stderr
+    table = (out / "samples.csv").read_text()
+    with open(out / "samples.csv", newline="") as fh:
+        lines = list(csv.reader(fh))
+    assert [r[1] for r in lines[1:]] == ["needle", "needle", "niah_single_1", "niah_single_1"]
+    lines[2][4] = "zzz"  # data row 2's kind
+    with open(out / "samples.csv", "w", newline="") as fh:
+        csv.writer(fh, quoting=csv.QUOTE_ALL).writerows(lines)
+    damaged = (out / "samples.csv").read_bytes()
+    p = sweep(kvbench_bin, cfg, out, tiny, "--resume")
+    assert p.returncode == 2 and "data row 2: task 'needle'" in p.stderr and "kind 'zzz'" in p.stderr, p.stderr
+    assert (out / "samples.csv").read_bytes() == damaged
+    (out / "samples.csv").write_text(table)
+    cfg2 = write_config(tmp_path / "c2.json", tasks=tasks[::-1], methods=["full"], budgets=[32])
+    p = sweep(kvbench_bin, cfg2, out, tiny, "--resume", "--force")
+    assert p.returncode == 2 and "data row 1: task 'needle'" in p.stderr and "another plan" in p.stderr, p.stderr
+    assert (out / "samples.csv").read_text() == table
+
+
 def _file_size_limit(nbytes):
     """preexec_fn: writes past nbytes in any one file fail with EFBIG, as on a
     full disk (SIGXFSZ ignored, so the write returns an error instead of
