@@ -76,6 +76,9 @@ typedef struct tpl_var {
 } tpl_var;
 int tpl_format(const char *tpl, const tpl_var *vars, int nvars, const char *where, char **out,
                kb_err *err);
+/* Whether tpl has the placeholder {name}, read as tpl_format reads it ("{{name}}"
+ * is literal text). */
+int tpl_uses(const char *tpl, const char *name);
 
 /* ---- length fitting ---- */
 /* Counts the first-turn tokens of s with env's counter (-1: no counter). */

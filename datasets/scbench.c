@@ -112,11 +112,11 @@ char *scbench_mf_prefix(const char *input) {
     return out;
 }
 
-/* Whether the wording's template `key` of this task contains `text`. */
-static int wording_uses(sc_ctx *c, const char *key, const char *text) {
+/* Whether the wording's template `key` of this task has the placeholder {name}. */
+static int wording_uses(sc_ctx *c, const char *key, const char *name) {
     const char *t;
     kb_err e = {0};
-    return !wording_get(&c->wf, c->sp->name, key, &t, &e) && strstr(t, text);
+    return !wording_get(&c->wf, c->sp->name, key, &t, &e) && tpl_uses(t, name);
 }
 
 /* ---------------------------------------------------------------- sample assembly */
@@ -403,7 +403,7 @@ static int load_line(const cJSON *obj, long lineno, void *ctx, kb_err *err) {
         v[nv++] = (tpl_var){"question", in->valuestring};
         char *mf_q = !strcmp(c->sp->name, "scbench_mf") ? scbench_mf_prefix(in->valuestring) : NULL;
         if (mf_q) v[nv++] = (tpl_var){"prefix", mf_q};
-        else if (!strcmp(c->sp->name, "scbench_mf") && wording_uses(c, "query", "{prefix}")) {
+        else if (!strcmp(c->sp->name, "scbench_mf") && wording_uses(c, "query", "prefix")) {
             rc = kb_fail(err, KB_EINPUT, "multi_turns[%d]: 'input' has no \"The ... is\" to make the "
                          "query's {prefix} from (SCBench's mf rule)", t);
             break;

@@ -10,6 +10,23 @@
 #include "datasets/ds_internal.h"
 #include "harness/json.h"
 
+int tpl_uses(const char *tpl, const char *name) {
+    size_t len = strlen(name);
+    for (const char *p = tpl; *p;) {
+        if ((p[0] == '{' && p[1] == '{') || (p[0] == '}' && p[1] == '}')) {
+            p += 2; /* a literal brace */
+        } else if (p[0] == '{') {
+            const char *e = strchr(p, '}');
+            if (!e) return 0;
+            if ((size_t)(e - p - 1) == len && !strncmp(p + 1, name, len)) return 1;
+            p = e + 1;
+        } else {
+            p++;
+        }
+    }
+    return 0;
+}
+
 int tpl_format(const char *tpl, const tpl_var *vars, int nvars, const char *where, char **out,
                kb_err *err) {
     sbuf b = {0};

@@ -454,6 +454,12 @@ def test_scbench_mf_input_without_a_question(tmp_path):
     r = run({"tasks": [{"task": "scbench_mf", "file": str(data)}]}, tmp_path, "--counter", "bytes4")
     assert r.returncode == 2 and not r.stdout
     assert f"{data}:1" in r.stderr and "multi_turns[1]" in r.stderr and "{prefix}" in r.stderr, r.stderr
+    # "{{prefix}}" is literal text, not the placeholder: nothing to make, nothing refused
+    w = wording(tmp_path, "scbench", scbench_mf={"query": "Literal {{prefix}} braces: {input}"})
+    r = run({"tasks": [{"task": "scbench_mf", "file": str(data), "prompts": w}]}, tmp_path, "--counter", "bytes4")
+    assert r.returncode == 0, r.stderr
+    turns = json.loads(r.stdout)["turns"]
+    assert "Literal {prefix} braces: Name the smallest number." in turns[1]["user"], turns
 
 
 def test_scbench_limits(tmp_path):

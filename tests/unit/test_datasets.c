@@ -86,6 +86,12 @@ static void test_template(void) {
     CHECK(strstr(err.msg, "file.json: key") && strstr(err.msg, "{missing}"));
     CHECK_EQ_INT(tpl_format("a } b", v, 2, "t", &out, &err), KB_EINPUT);
     CHECK_EQ_INT(tpl_format("a { b", v, 2, "t", &out, &err), KB_EINPUT);
+    /* placeholders as tpl_format reads them: "{{x}}" is the text {x} */
+    CHECK(tpl_uses("What {prefix}?", "prefix"));
+    CHECK(!tpl_uses("Literal {{prefix}} braces: {input}", "prefix"));
+    CHECK(tpl_uses("{{{prefix}}}", "prefix")); /* "{", the placeholder, "}" */
+    CHECK(!tpl_uses("{prefixes} {pre}", "prefix"));
+    CHECK(!tpl_uses("{prefix", "prefix"));
 }
 
 static void test_turn_score(void) {
