@@ -58,8 +58,9 @@ int samples_check_cells(const kb_table *t, const char *path, const struct kb_swe
 struct kb_sample_list;
 void samples_fingerprint(const struct kb_sample_list *l, char hex[65]);
 
-/* Rebuilds summary.csv from samples.csv (used by sweep and merge). */
-int summary_write(const char *samples_csv, const char *summary_csv, const char *baseline,
+/* Rebuilds summary.csv from samples.csv (used by sweep and merge); the
+ * speedup's baseline is the first cell that runs baseline_method. */
+int summary_write(const char *samples_csv, const char *summary_csv, const char *baseline_method,
                   kb_err *err);
 
 #endif

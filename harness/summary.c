@@ -1,7 +1,8 @@
 /* summary.c - summary.csv from samples.csv: per (task, turn, kind, cell) the
  * number of rows, mean score x100 with a 95% interval (normal approximation,
  * 1.96 standard errors), median decode ms/token, speedup against the
- * baseline cell of the same task (default label "full"), mean resident and
+ * baseline cell of the same task (the first cell of method "full", whatever
+ * its label), mean resident and
  * traffic columns. Multi-turn tasks also get one row per turn ("all" is the
  * mean over turns), and tasks whose turns ask different things (mixed SCBench
  * tasks: a summary and a passkey, each with its own metric) one row per kind
@@ -124,11 +125,17 @@ static double baseline_median_all(const group *gs, int ng, const char *baseline)
     return m;
 }
 
-int summary_write(const char *samples_csv, const char *summary_csv, const char *baseline,
+int summary_write(const char *samples_csv, const char *summary_csv, const char *baseline_method,
                   kb_err *err) {
     kb_table t;
     int rc = table_read_csv(samples_csv, kb_samples_cols, kb_samples_ncols, &t, err);
     if (rc) return rc;
+    /* the baseline is the first cell (in the table's order, the config's)
+     * that runs baseline_method, whatever its label: latency.csv's rule */
+    char baseline[256] = "";
+    for (int r = 0; r < t.nrow && !*baseline; r++)
+        if (!strcmp(table_get(&t, r, "method"), baseline_method))
+            snprintf(baseline, sizeof baseline, "%s", table_get(&t, r, "label"));
     group *gs = NULL;
     int ng = 0, cap = 0;
     /* tasks with several turns also get per-turn rows, tasks with several

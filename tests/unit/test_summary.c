@@ -15,6 +15,7 @@
 
 typedef struct {
     const char *task, *sample, *turn, *kind, *label, *budget, *score, *dec;
+    const char *method; /* NULL: the label */
 } row;
 
 static void write_samples(const char *path, const row *rs, int n) {
@@ -28,7 +29,7 @@ static void write_samples(const char *path, const row *rs, int n) {
                    : !strcmp(k, "sample")               ? rs[i].sample
                    : !strcmp(k, "turn")                 ? rs[i].turn
                    : !strcmp(k, "kind")                 ? rs[i].kind
-                   : !strcmp(k, "method")               ? rs[i].label
+                   : !strcmp(k, "method")               ? (rs[i].method ? rs[i].method : rs[i].label)
                    : !strcmp(k, "label")                ? rs[i].label
                    : !strcmp(k, "params")               ? "{}"
                    : !strcmp(k, "budget")               ? rs[i].budget
@@ -82,16 +83,16 @@ int main(void) {
      * each sample (per-turn rows then mix kinds; per-kind rows do not), and a
      * single-turn task that cell "snapkv" lacks (an interrupted run) */
     const row rs[] = {
-        {"mix", "a", "0", "sum", "full", "", "0.5", "10"},
-        {"mix", "a", "1", "pk", "full", "", "1", "10"},
-        {"mix", "b", "0", "pk", "full", "", "0", "12"},
-        {"mix", "b", "1", "sum", "full", "", "0.25", "12"},
-        {"mix", "a", "0", "sum", "snapkv", "32", "0.1", "5"},
-        {"mix", "a", "1", "pk", "snapkv", "32", "1", "5"},
-        {"mix", "b", "0", "pk", "snapkv", "32", "1", "6"},
-        {"mix", "b", "1", "sum", "snapkv", "32", "0.3", "6"},
-        {"one", "x", "0", "one", "full", "", "1", "20"},
-        {"one", "y", "0", "one", "full", "", "0", "20"},
+        {"mix", "a", "0", "sum", "full", "", "0.5", "10", NULL},
+        {"mix", "a", "1", "pk", "full", "", "1", "10", NULL},
+        {"mix", "b", "0", "pk", "full", "", "0", "12", NULL},
+        {"mix", "b", "1", "sum", "full", "", "0.25", "12", NULL},
+        {"mix", "a", "0", "sum", "snapkv", "32", "0.1", "5", NULL},
+        {"mix", "a", "1", "pk", "snapkv", "32", "1", "5", NULL},
+        {"mix", "b", "0", "pk", "snapkv", "32", "1", "6", NULL},
+        {"mix", "b", "1", "sum", "snapkv", "32", "0.3", "6", NULL},
+        {"one", "x", "0", "one", "full", "", "1", "20", NULL},
+        {"one", "y", "0", "one", "full", "", "0", "20", NULL},
     };
     write_samples(smp, rs, (int)(sizeof rs / sizeof rs[0]));
     kb_err err = {0};
@@ -122,6 +123,28 @@ int main(void) {
     if (r >= 0) CHECK_CLOSE(atof(table_get(&s, r, "speedup_vs_full")), 2.0, 1e-6, 0);
     /* 7 mix rows (all, 2 turns, 2 kinds) x 2 cells, one row of "one", 2 ALL */
     CHECK_EQ_INT(s.nrow, 2 * 5 + 1 + 2);
+    table_free(&s);
+
+    /* the baseline is the first cell of method full, whatever its label (as
+     * in latency.csv); before, only a cell labelled "full" was, and a config
+     * labelling it "dense" had no speedup column at all */
+    const row rl[] = {
+        {"one", "x", "0", "one", "snapkv", "32", "1", "4", NULL},
+        {"one", "x", "0", "one", "dense", "", "1", "12", "full"},
+        {"one", "x", "0", "one", "dense2", "", "1", "6", "full"},
+        {"one", "y", "0", "one", "snapkv", "32", "1", "4", NULL},
+        {"one", "y", "0", "one", "dense", "", "1", "12", "full"},
+        {"one", "y", "0", "one", "dense2", "", "1", "6", "full"},
+    };
+    write_samples(smp, rl, (int)(sizeof rl / sizeof rl[0]));
+    CHECK_EQ_INT(summary_write(smp, sum, "full", &err), 0);
+    CHECK_EQ_INT(table_read_csv(sum, NULL, 0, &s, &err), 0);
+    r = find(&s, "one", "all", "all", "snapkv", "32");
+    CHECK(r >= 0);
+    if (r >= 0) CHECK_CLOSE(atof(table_get(&s, r, "speedup_vs_full")), 12.0 / 4, 1e-6, 0);
+    r = find(&s, "one", "all", "all", "dense2", "");
+    CHECK(r >= 0);
+    if (r >= 0) CHECK_CLOSE(atof(table_get(&s, r, "speedup_vs_full")), 12.0 / 6, 1e-6, 0);
     table_free(&s);
 
     unlink(smp);
