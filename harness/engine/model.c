@@ -420,10 +420,10 @@ int model_check_memory(const kb_model *m, long tokens, double kv_copies, kb_dtyp
         return kb_fail(err, KB_EINPUT,
                        "a context of %ld tokens needs %.2f GiB (%.3g K/V cache%s of %.2f GiB in %s + "
                        "%.2f GiB of activations) but only %.2f GiB of memory is available: use a "
-                       "shorter context, kv_dtype f16, or a machine with more memory",
+                       "shorter context, %sor a machine with more memory",
                        tokens, need / 1073741824.0, kv_copies, kv_copies != 1 ? "s" : "",
                        kv / 1073741824.0, kb_dtype_name(t), act / 1073741824.0,
-                       avail / 1073741824.0);
+                       avail / 1073741824.0, t == KB_F32 ? "kv_dtype f16, " : "");
     return 0;
 }
 

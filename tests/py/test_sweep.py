@@ -550,6 +550,7 @@ def test_model_dependent_limits_before_the_run(kvbench_bin, tiny, tmp_path, case
         assert p.returncode == 2, (extra, p.stderr)
         if case == "memory":
             assert "needle/w400_d" in p.stderr and "of memory is available" in p.stderr, p.stderr
+            assert "in f16" in p.stderr and "kv_dtype f16" not in p.stderr, p.stderr  # no advice to use what it uses
         else:
             assert "methods entry 'hybrid': key 'r': 17 exceeds the model's head dim D = 16" in p.stderr, p.stderr
         assert not out.exists()
