@@ -11,7 +11,8 @@
  * (a layer below it runs Full KV, and stats.json says so). K/V are stored in
  * the cache type of the run that wrote the trace (meta kv_dtype; f32 for a
  * trace without it), which reproduces that run exactly; --kv-dtype chooses
- * another.
+ * another. A K/V value that type cannot hold (it would be stored as inf) is
+ * refused (exit 2) before anything is written.
  *
  * Outputs, written together or not at all: out.npy [N][Hq][D] f32,
  * selected.npy [N][rows][k] int32 (slot indices into the method's decode
@@ -198,6 +199,11 @@ int cmd_replay(int argc, char **argv) {
     kb_trace t;
     if ((rc = trace_read(trace_dir, &t, &err))) return fail(rc, err.msg);
     if (!dt_given && t.kv_dtype >= 0) dt = (kb_dtype)t.kv_dtype;
+    /* a K/V value the cache type cannot hold would be stored as inf */
+    if ((rc = trace_check_dtype(trace_dir, &t, dt, dt_given ? "--kv-dtype" : "meta.json kv_dtype", &err))) {
+        trace_free(&t);
+        return fail(rc, err.msg);
+    }
 
     /* the layer: the method itself, or Full KV below skip_layers */
     int dense = t.layer < p.skip_layers;

@@ -218,3 +218,34 @@ int trace_read(const char *dir, kb_trace *t, kb_err *err) {
     if (rc) trace_free(t);
     return rc;
 }
+
+/* x as stored in dt and read back */
+static float round_to(kb_dtype dt, float x) {
+    if (dt == KB_F16) return kb_f16_to_f32(kb_f32_to_f16(x));
+    if (dt == KB_BF16) return kb_bf16_to_f32(kb_f32_to_bf16(x));
+    return x;
+}
+
+int trace_check_dtype(const char *dir, const kb_trace *t, kb_dtype dt, const char *from, kb_err *err) {
+    if (dt == KB_F32) return 0; /* trace_read let finite values only through */
+    struct {
+        int file; /* index in kb_trace_files */
+        const float *x;
+        long d0, d1, d2;
+    } a[] = {{0, t->k, t->L, t->Hkv, t->D}, {1, t->v, t->L, t->Hkv, t->D},
+             {4, t->knew, t->N, t->Hkv, t->D}, {5, t->vnew, t->N, t->Hkv, t->D}};
+    for (size_t f = 0; f < sizeof a / sizeof a[0]; f++) {
+        size_t n = (size_t)a[f].d0 * a[f].d1 * a[f].d2, d1 = (size_t)a[f].d1, d2 = (size_t)a[f].d2;
+        for (size_t i = 0; i < n; i++) {
+            float x = a[f].x[i];
+            if (isfinite(round_to(dt, x))) continue;
+            char path[4200];
+            join(path, sizeof path, dir, kb_trace_files[a[f].file]);
+            return kb_fail(err, KB_EINPUT, "%s: element (%zu, %zu, %zu) is %g, beyond the range of the cache "
+                           "type %s (from %s; largest finite value %g): it would be stored as infinite; "
+                           "replay this trace with --kv-dtype f32", path, i / (d1 * d2), i / d2 % d1, i % d2, (double)x,
+                           kb_dtype_name(dt), from, dt == KB_F16 ? 65504.0 : 3.3895313892515355e38);
+        }
+    }
+    return 0;
+}

@@ -51,6 +51,11 @@ int trace_write(const char *dir, const kb_trace *t, kb_err *err);
  * layer >= 0 and kv_dtype "f32" / "f16" / "bf16"). Errors name the file and
  * what was expected. */
 int trace_read(const char *dir, kb_trace *t, kb_err *err);
+/* KB_EINPUT unless every value of k, v, knew and vnew fits cache type dt
+ * (rounds to a finite value: |x| < 65520 for f16); the error names the file
+ * in dir, the element, the value, dt and where dt came from (from, e.g.
+ * "meta.json kv_dtype"). */
+int trace_check_dtype(const char *dir, const kb_trace *t, kb_dtype dt, const char *from, kb_err *err);
 void trace_free(kb_trace *t);
 
 #endif

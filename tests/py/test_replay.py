@@ -462,3 +462,56 @@ def test_replay_replaces_all_or_nothing(traces, tmp_path):
     assert p.returncode == 2 and "selected.npy: is a directory" in p.stderr, p.stderr
     assert (out / "out.npy").read_bytes() == stale
     assert sorted(os.listdir(out)) == ["out.npy", "selected.npy", "stats.json"]
+
+
+def _meta(d, **extra):
+    with open(os.path.join(d, "meta.json")) as f:
+        m = json.load(f)
+    m.update(extra)
+    with open(os.path.join(d, "meta.json"), "w") as f:
+        json.dump(m, f)
+
+
+OVERFLOW = [
+    # (file, index, value, meta kv_dtype, --kv-dtype, the type and where it came from)
+    ("k.npy", (0, 0, 0), 70000.0, "f16", None, "cache type f16 (from meta.json kv_dtype"),
+    ("vnew.npy", (5, 1, 31), -65520.0, None, "f16", "cache type f16 (from --kv-dtype"),
+    ("knew.npy", (2, 0, 7), 3.4e38, "bf16", None, "cache type bf16 (from meta.json kv_dtype"),
+    ("v.npy", (299, 1, 0), 1e5, "f32", "f16", "cache type f16 (from --kv-dtype"),
+]
+
+
+@pytest.mark.parametrize("case", range(len(OVERFLOW)))
+def test_values_out_of_range_of_the_cache_type(traces, tmp_path, case):
+    """A K/V value that the cache type cannot hold (it rounds to infinity:
+    |x| >= 65520 in f16) stops replay with exit 2 before anything is
+    written, naming the file, element, value, type and where the type came
+    from. Before, replay defaulted to the trace's kv_dtype, stored inf and
+    wrote NaN/inf outputs with exit 0. --kv-dtype f32 replays such a trace."""
+    name, at, value, meta_dt, flag, said = OVERFLOW[case]
+    d = str(tmp_path / "t")
+
+    def mutate(x):
+        _set(x, name, at, value)
+        if meta_dt:
+            _meta(x, kv_dtype=meta_dt)
+
+    bad_trace(traces["gqa"][0], d, mutate)
+    out = tmp_path / "o"
+    extra = ["--kv-dtype", flag] if flag else []
+    p = replay(d, str(out), {"method": "quest", "budget": 64}, extra)
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert p.stderr.startswith("kvbench replay: ") and p.stderr.count("\n") == 1, p.stderr
+    assert os.path.join(d, name) in p.stderr, p.stderr
+    assert "element (%d, %d, %d)" % at in p.stderr, p.stderr
+    assert "%g" % np.float32(value) in p.stderr, p.stderr
+    assert said in p.stderr and "--kv-dtype f32" in p.stderr, p.stderr
+    assert not out.exists()
+    # the same trace in f32, and the largest values that still round to finite ones
+    p = replay(d, str(out), {"method": "quest", "budget": 64}, ["--kv-dtype", "f32"])
+    assert p.returncode == 0, p.stderr
+    assert np.isfinite(load(str(out))["out"]).all()
+    bad_trace(traces["gqa"][0], str(tmp_path / "edge"),
+              lambda x: (_set(x, "k.npy", (0, 0, 0), 65519.0), _set(x, "vnew.npy", (0, 0, 0), -65504.0)))
+    p = replay(str(tmp_path / "edge"), str(tmp_path / "oe"), {"method": "quest", "budget": 64}, ["--kv-dtype", "f16"])
+    assert p.returncode == 0, p.stderr

@@ -178,6 +178,20 @@ static void test_trace(void) {
     CHECK(r.k[(5 * Hkv + 1) * D + 2] == 5 * 100 + 10 + 2); /* [L][Hkv][D] layout */
     CHECK(r.qwin[0] == qwin[(8 - W) * Hq * D]);                /* the last W queries */
     CHECK(!memcmp(r.q, t.q, sizeof(float) * 3 * Hq * D) && !memcmp(r.vnew, t.vnew, sizeof(float) * 3 * Hkv * D));
+    /* K/V values the cache type can hold: those that round to a finite value */
+    CHECK_EQ_INT(trace_check_dtype(td, &r, KB_F16, "--kv-dtype", &e), 0);
+    float *x = &r.vnew[(2 * Hkv + 1) * D + 4];
+    *x = 65520.0f;
+    CHECK_EQ_INT(trace_check_dtype(td, &r, KB_F16, "--kv-dtype", &e), KB_EINPUT);
+    CHECK_MSG(strstr(e.msg, "vnew.npy: element (2, 1, 4) is 65520, beyond the range of the cache type f16 (from "
+                            "--kv-dtype; largest finite value 65504)") && strstr(e.msg, "--kv-dtype f32"),
+              "%s", e.msg);
+    *x = -65519.0f; /* rounds to -65504 */
+    CHECK_EQ_INT(trace_check_dtype(td, &r, KB_F16, "--kv-dtype", &e), 0);
+    *x = 3.4e38f;
+    CHECK_EQ_INT(trace_check_dtype(td, &r, KB_BF16, "meta.json kv_dtype", &e), KB_EINPUT);
+    CHECK_MSG(strstr(e.msg, "cache type bf16 (from meta.json kv_dtype"), "%s", e.msg);
+    CHECK_EQ_INT(trace_check_dtype(td, &r, KB_F32, "--kv-dtype", &e), 0);
     trace_free(&r);
     /* malformed traces: shapes that disagree, bad meta */
     char path[600];
