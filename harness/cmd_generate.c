@@ -12,6 +12,7 @@
 #include "harness/cli.h"
 #include "harness/engine/model.h"
 #include "harness/json.h"
+#include "harness/runinfo.h"
 #include "methods/methodset.h"
 #include "methods/params.h"
 #include "methods/prefill.h"
@@ -219,6 +220,9 @@ int cmd_generate(int argc, char **argv) {
             trace_init(&tr, ctx.Hq, ctx.Hkv, ctx.D, ctx.N_new, ctx.S, (int)trace_layer);
             kb_prefill_view pv = prefill_view(&pf, (int)trace_layer);
             rc = trace_set_prefill(&tr, &pv, KB_MIN(W, pv.Wq), &err);
+            char sha[65];
+            model_sha256_text(cli_model_path(model), sha);
+            trace_set_origin(&tr, m->name, sha, NULL, NULL, NULL);
             be = trace_be_wrap(&tw, be, &tr);
         }
         int32_t tok = ids[n - 1];

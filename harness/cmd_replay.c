@@ -18,8 +18,10 @@
  * selected.npy [N][rows][k] int32 (slot indices into the method's decode
  * cache, ascending, -1 padded; rows = Hkv or Hq; a method that attends every
  * slot lists them all), kept.npy [rows][T] int32 (original positions kept by
- * stage 1, only for evicting methods), stats.json (resolved parameters,
- * budget split, per-step tokens and bytes resident and read). */
+ * stage 1, only for evicting methods), stats.json (the build and machine,
+ * the trace's absolute path, the sha256 of each trace file and where
+ * meta.json says the trace comes from, resolved parameters, budget split,
+ * per-step tokens and bytes resident and read). */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -31,6 +33,8 @@
 #include "harness/cli.h"
 #include "harness/json.h"
 #include "harness/npy.h"
+#include "harness/runinfo.h"
+#include "harness/sha256.h"
 #include "harness/version.h"
 #include "kernels/kernels.h"
 #include "methods/budget.h"
@@ -204,6 +208,21 @@ int cmd_replay(int argc, char **argv) {
         trace_free(&t);
         return fail(rc, err.msg);
     }
+    /* what was read: the directory's absolute path and each file's sha256 */
+    char *trace_abs = realpath(trace_dir, NULL);
+    if (!trace_abs)
+        rc = kb_fail(&err, KB_ERUNTIME, "%s: cannot resolve the absolute path: %s", trace_dir, strerror(errno));
+    char trace_sha[KB_TRACE_NFILES][65];
+    for (int i = 0; i < KB_TRACE_NFILES && !rc; i++) {
+        char fp[4200];
+        snprintf(fp, sizeof fp, "%s/%s", trace_dir, kb_trace_files[i]);
+        rc = sha256_file(fp, trace_sha[i], &err);
+    }
+    if (rc) {
+        free(trace_abs);
+        trace_free(&t);
+        return fail(rc, err.msg);
+    }
 
     /* the layer: the method itself, or Full KV below skip_layers */
     int dense = t.layer < p.skip_layers;
@@ -240,6 +259,7 @@ int cmd_replay(int argc, char **argv) {
     free(kv);
     free(qpos);
     if (rc) {
+        free(trace_abs);
         trace_free(&t);
         char msg[1200];
         snprintf(msg, sizeof msg, "%s: %s", trace_dir, err.msg);
@@ -329,7 +349,13 @@ int cmd_replay(int argc, char **argv) {
     cJSON *js = cJSON_CreateObject();
     cJSON_AddStringToObject(js, "kvbench_version", kb_version());
     cJSON_AddStringToObject(js, "git_commit", kb_git_desc());
-    cJSON_AddStringToObject(js, "trace_dir", trace_dir);
+    char exe[65];
+    runinfo_build_sha256(exe);
+    cJSON_AddStringToObject(js, "build_sha256", exe);
+    cJSON_AddItemToObject(js, "machine", runinfo_machine_json());
+    cJSON_AddStringToObject(js, "trace_dir", trace_abs);
+    cJSON *th = cJSON_AddObjectToObject(js, "trace_sha256");
+    for (int i = 0; i < KB_TRACE_NFILES; i++) cJSON_AddStringToObject(th, kb_trace_files[i], trace_sha[i]);
     cJSON_AddStringToObject(js, "method", p.ops->name);
     cJSON_AddStringToObject(js, "label", p.label);
     cJSON_AddItemToObject(js, "params", method_params_to_json(&p));
@@ -346,6 +372,8 @@ int cmd_replay(int argc, char **argv) {
     cJSON_AddNumberToObject(tj, "layer", t.layer);
     cJSON_AddNumberToObject(tj, "max_new", t.max_new);
     cJSON_AddNumberToObject(tj, "S", t.S);
+    for (const cJSON *x = t.origin ? t.origin->child : NULL; x; x = x->next)
+        cJSON_AddItemToObject(tj, x->string, cJSON_Duplicate(x, 1));
     if (have_bud) cJSON_AddItemToObject(js, "budget", budget_json(&bud));
     else cJSON_AddNullToObject(js, "budget");
     cJSON_AddNumberToObject(js, "selected_rows", rows);
@@ -415,6 +443,7 @@ int cmd_replay(int argc, char **argv) {
     free(ss);
     free(out);
     free(kept);
+    free(trace_abs);
     trace_free(&t);
     if (rc) return fail(rc, err.msg);
     return 0;

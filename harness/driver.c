@@ -85,6 +85,7 @@ typedef struct drv {
     kb_renderer rend;
     kb_prefill pf;       /* the shared exact prefill of the current sample */
     char samples_path[1200];
+    char model_sha[65];  /* run.json's model sha256, for traces' meta.json */
     kb_table rows;
 } drv;
 
@@ -367,6 +368,7 @@ static int run_cell(drv *d, long seq, const kb_sample *s, const kb_cell *c, cons
             trace_init(&tr, ctx.Hq, ctx.Hkv, ctx.D, ctx.N_new, ctx.S, d->opts->dump_trace_layer);
             kb_prefill_view pv = prefill_view(&d->pf, d->opts->dump_trace_layer);
             rc = trace_set_prefill(&tr, &pv, KB_MIN(d->cfg->window_max, pv.Wq), err);
+            trace_set_origin(&tr, d->m->name, d->model_sha, s->task, s->id, method_params_to_json(&c->p));
             via = trace_be_wrap(&tw, via, &tr);
         }
         if (!rc)
@@ -913,6 +915,10 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
     snprintf(runjson, sizeof runjson, "%s/run.json", out);
     kb_runinfo ri;
     runinfo_init(&ri, &cfg, d.m, model_spec, o);
+    {
+        const cJSON *sha = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ri.j, "model"), "sha256");
+        snprintf(d.model_sha, sizeof d.model_sha, "%s", cJSON_IsString(sha) ? sha->valuestring : "unknown");
+    }
     {
         const char **prov = KB_CALLOC((size_t)samples.n + 1, sizeof *prov);
         int np = 0;

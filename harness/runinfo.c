@@ -91,6 +91,11 @@ cJSON *runinfo_model_json(const kb_model *m, const char *spec, const char *sha) 
     return o;
 }
 
+void runinfo_build_sha256(char hex[65]) {
+    kb_err e = {0};
+    if (sha256_file("/proc/self/exe", hex, &e)) snprintf(hex, 65, "unknown");
+}
+
 cJSON *runinfo_machine_json(void) {
     kb_machine mc;
     machine_describe(&mc);
@@ -122,8 +127,7 @@ void runinfo_init(kb_runinfo *r, const kb_sweep_config *c, const kb_model *m,
     cJSON_AddStringToObject(j, "kvbench_version", kb_version());
     cJSON_AddStringToObject(j, "git_commit", kb_git_desc());
     char exe[65];
-    kb_err e = {0};
-    if (sha256_file("/proc/self/exe", exe, &e)) snprintf(exe, sizeof exe, "unknown");
+    runinfo_build_sha256(exe);
     cJSON_AddStringToObject(j, "build_sha256", exe);
     cJSON_AddStringToObject(j, "config_file", c->path);
     cJSON_AddItemToObject(j, "config", cJSON_Duplicate(c->root, 1));

@@ -49,5 +49,7 @@ void model_sha256_text(const char *spec, char hex[65]);
 /* A JSON object describing model, tokenizer and machine (also used by bench). */
 cJSON *runinfo_model_json(const kb_model *m, const char *spec, const char *sha);
 cJSON *runinfo_machine_json(void);
+/* The sha256 of this binary (run.json's build_sha256), or "unknown". */
+void runinfo_build_sha256(char hex[65]);
 
 #endif

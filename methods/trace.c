@@ -8,6 +8,7 @@
 #include "harness/atomic.h"
 #include "harness/json.h"
 #include "harness/npy.h"
+#include "harness/version.h"
 
 void trace_init(kb_trace *t, int Hq, int Hkv, int D, int max_new, int S, int layer) {
     memset(t, 0, sizeof *t);
@@ -27,7 +28,20 @@ void trace_free(kb_trace *t) {
     free(t->q);
     free(t->knew);
     free(t->vnew);
+    cJSON_Delete(t->origin);
     memset(t, 0, sizeof *t);
+}
+
+void trace_set_origin(kb_trace *t, const char *model_name, const char *model_sha256, const char *task,
+                      const char *sample, cJSON *cell) {
+    cJSON_Delete(t->origin);
+    t->origin = cJSON_CreateObject();
+    cJSON *m = cJSON_AddObjectToObject(t->origin, "model");
+    cJSON_AddStringToObject(m, "name", model_name);
+    cJSON_AddStringToObject(m, "sha256", model_sha256);
+    if (task) cJSON_AddStringToObject(t->origin, "task", task);
+    if (sample) cJSON_AddStringToObject(t->origin, "sample", sample);
+    if (cell) cJSON_AddItemToObject(t->origin, "cell", cell);
 }
 
 int trace_set_prefill(kb_trace *t, const kb_prefill_view *pv, int W, kb_err *err) {
@@ -99,12 +113,27 @@ int trace_write(const char *dir, const kb_trace *t, kb_err *err) {
         rc = outset_add_npy(&o, path, files[i].data, 'f', 3, files[i].shape, err);
     }
     if (rc) return rc; /* outset_add aborted the set */
-    char meta[256], dt[32] = "";
-    if (t->kv_dtype >= 0) snprintf(dt, sizeof dt, ", \"kv_dtype\": \"%s\"", kb_dtype_name((kb_dtype)t->kv_dtype));
-    int n = snprintf(meta, sizeof meta, "{\"max_new\": %d, \"S\": %d, \"layer\": %d%s}\n", t->max_new, t->S,
-                     t->layer, dt);
+    cJSON *mj = cJSON_CreateObject();
+    cJSON_AddNumberToObject(mj, "max_new", t->max_new);
+    cJSON_AddNumberToObject(mj, "S", t->S);
+    cJSON_AddNumberToObject(mj, "layer", t->layer);
+    if (t->kv_dtype >= 0) cJSON_AddStringToObject(mj, "kv_dtype", kb_dtype_name((kb_dtype)t->kv_dtype));
+    cJSON_AddStringToObject(mj, "git_commit", kb_git_desc());
+    static const char *const from[] = {"model", "task", "sample", "cell"};
+    for (size_t i = 0; i < sizeof from / sizeof from[0]; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(t->origin, from[i]);
+        if (x) cJSON_AddItemToObject(mj, from[i], cJSON_Duplicate(x, 1));
+    }
+    char *meta = json_print(mj, 0);
+    cJSON_Delete(mj);
+    size_t n = strlen(meta);
+    meta = KB_REALLOC(meta, n + 2);
+    meta[n++] = '\n';
+    meta[n] = 0;
     join(path, sizeof path, dir, kb_trace_files[6]);
-    if ((rc = outset_add(&o, path, meta, (size_t)n, err))) return rc;
+    rc = outset_add(&o, path, meta, n, err);
+    free(meta);
+    if (rc) return rc;
     return outset_commit(&o, err);
 }
 
@@ -191,7 +220,8 @@ int trace_read(const char *dir, kb_trace *t, kb_err *err) {
     if (!rc) rc = json_load_file(path, &meta, err);
     long v;
     if (!rc && !cJSON_IsObject(meta)) rc = kb_fail(err, KB_EINPUT, "%s: expected a JSON object", path);
-    static const char *const meta_keys[] = {"max_new", "S", "layer", "kv_dtype", NULL};
+    static const char *const meta_keys[] = {"max_new", "S",    "layer",  "kv_dtype", "git_commit",
+                                            "model",   "task", "sample", "cell",     NULL};
     if (!rc) rc = json_check_keys(meta, path, meta_keys, NULL, err);
     if (!rc && !(rc = json_get_int(meta, path, "max_new", 1, 0, 1 << 24, 0, &v, err))) t->max_new = (int)v;
     if (!rc && !(rc = json_get_int(meta, path, "S", 1, 1, 1 << 30, 0, &v, err))) t->S = (int)v;
@@ -205,6 +235,33 @@ int trace_read(const char *dir, kb_trace *t, kb_err *err) {
                      path, dts);
     else if (!rc && dts)
         t->kv_dtype = (int)dt;
+    /* where the trace comes from (trace_write; absent in older traces) */
+    const char *str;
+    static const char *const strs[] = {"git_commit", "task", "sample"};
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0] && !rc; i++)
+        rc = json_get_string(meta, path, strs[i], 0, NULL, &str, err);
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(meta, "model");
+    if (!rc && model) {
+        char where[4300];
+        snprintf(where, sizeof where, "%s: key 'model'", path);
+        static const char *const mkeys[] = {"name", "sha256", NULL};
+        if (!cJSON_IsObject(model))
+            rc = kb_fail(err, KB_EINPUT, "%s: expected an object {\"name\": ..., \"sha256\": ...}", where);
+        if (!rc) rc = json_check_keys(model, where, mkeys, NULL, err);
+        if (!rc) rc = json_get_string(model, where, "name", 1, NULL, &str, err);
+        if (!rc) rc = json_get_string(model, where, "sha256", 1, NULL, &str, err);
+    }
+    if (!rc && cJSON_GetObjectItemCaseSensitive(meta, "cell") &&
+        !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(meta, "cell")))
+        rc = kb_fail(err, KB_EINPUT, "%s: key 'cell': expected an object (the traced cell's method parameters)",
+                     path);
+    static const char *const origin[] = {"git_commit", "model", "task", "sample", "cell"};
+    for (size_t i = 0; i < sizeof origin / sizeof origin[0] && !rc; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(meta, origin[i]);
+        if (!x) continue;
+        if (!t->origin) t->origin = cJSON_CreateObject();
+        cJSON_AddItemToObject(t->origin, origin[i], cJSON_Duplicate(x, 1));
+    }
     /* as a sweep writes them: N decode steps <= max_new, and the max seq S
      * = min(L + 1 + max_new, context) holds the L + N tokens of the trace */
     if (!rc && t->N > t->max_new)

@@ -515,3 +515,91 @@ def test_values_out_of_range_of_the_cache_type(traces, tmp_path, case):
               lambda x: (_set(x, "k.npy", (0, 0, 0), 65519.0), _set(x, "vnew.npy", (0, 0, 0), -65504.0)))
     p = replay(str(tmp_path / "edge"), str(tmp_path / "oe"), {"method": "quest", "budget": 64}, ["--kv-dtype", "f16"])
     assert p.returncode == 0, p.stderr
+
+
+def _sha256(path):
+    import hashlib
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def test_replay_stats_name_the_trace_files_model_and_build(tiny_llama, tmp_path):
+    """A sweep's trace names the model (name and sha256, as run.json), the
+    commit that wrote it, and the task, sample and cell it traced; generate's
+    names the model and commit. replay's stats.json holds the trace's absolute
+    path, the sha256 of every file it read, the trace's provenance from
+    meta.json, build_sha256 and the machine, as run.json does. Before,
+    meta.json held only max_new, S, layer and kv_dtype, and stats.json the
+    --trace path as typed (relative), without hashes, binary or machine.
+    meta.json without the new keys (older traces) is still read."""
+    model = tiny_llama(n_ctx=2048)
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"name": "t", "seed": 3, "methods": [{"method": "quest", "label": "q32"}],
+                               "budgets": [32], "tasks": [
+        {"task": "needle", "words": [120], "depths": [0.5], "per_cell": 1, "max_new": 6}]}))
+    out = tmp_path / "run"
+    p = subprocess.run([BIN, "sweep", str(cfg), "--out", str(out), "-m", model, "--dump-trace", "1"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    run = json.load(open(out / "run.json"))
+    (name,) = os.listdir(out / "traces")
+    d = out / "traces" / name
+    meta = json.load(open(d / "meta.json"))
+    import csv
+    (row,) = list(csv.DictReader(open(out / "samples.csv")))
+    assert meta["model"] == {"name": run["model"]["name"], "sha256": run["model"]["sha256"]}, meta
+    assert meta["model"]["sha256"] == _sha256(model)
+    assert meta["git_commit"] == run["git_commit"]
+    assert (meta["task"], meta["sample"]) == (row["task"], row["sample"]) == ("needle", meta["sample"])
+    assert name == "%s_%s_%s_L1" % (row["seq"], row["task"], row["sample"])
+    assert meta["cell"]["method"] == "quest" and meta["cell"]["label"] == "q32" and meta["cell"]["budget"] == 32
+    assert (meta["max_new"], meta["layer"], meta["kv_dtype"]) == (6, 1, "f16")
+
+    # replay by a relative path
+    p = subprocess.run([BIN, "replay", "--trace", os.path.join("run", "traces", name), "--method", "quest",
+                        "--budget", "32", "--out", "o"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    st = json.load(open(tmp_path / "o" / "stats.json"))
+    assert st["trace_dir"] == os.path.realpath(d), st["trace_dir"]
+    files = ["k.npy", "v.npy", "qwin.npy", "q.npy", "knew.npy", "vnew.npy", "meta.json"]
+    assert st["trace_sha256"] == {f: _sha256(d / f) for f in files}, st["trace_sha256"]
+    assert list(st["trace_sha256"]) == files
+    for k in ("model", "git_commit", "task", "sample", "cell"):
+        assert st["trace"][k] == meta[k], k
+    assert st["build_sha256"] == _sha256(BIN) == run["build_sha256"]
+    assert set(st["machine"]) == set(run["machine"]) and st["machine"]["host"] == run["machine"]["host"]
+
+    # generate's trace: model and commit, no task, sample or cell
+    g = tmp_path / "g"
+    p = subprocess.run([BIN, "generate", "-m", model, "-p", "the cat sat on the mat", "-n", "4",
+                        "--dump-trace", "0", "--trace-dir", str(g)], capture_output=True, text=True, errors="replace",
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    gm = json.load(open(g / "meta.json"))
+    assert gm["model"] == meta["model"] and gm["git_commit"] == run["git_commit"], gm
+    assert not {"task", "sample", "cell"} & set(gm), gm
+    p = replay(str(g), str(tmp_path / "og"), {"method": "full"})
+    assert p.returncode == 0, p.stderr
+    st = json.load(open(tmp_path / "og" / "stats.json"))
+    assert st["trace"]["model"] == meta["model"] and "task" not in st["trace"]
+
+    # an older meta.json, without these keys: read, and stats.json says nothing of them
+    old = tmp_path / "old"
+    bad_trace(str(d), str(old), lambda x: _write(os.path.join(x, "meta.json"), json.dumps(
+        {k: meta[k] for k in ("max_new", "S", "layer", "kv_dtype")}).encode()))
+    p = replay(str(old), str(tmp_path / "oo"), {"method": "quest", "budget": 32})
+    assert p.returncode == 0, p.stderr
+    st = json.load(open(tmp_path / "oo" / "stats.json"))
+    assert not {"model", "git_commit", "task", "sample", "cell"} & set(st["trace"])
+    assert st["trace_sha256"]["meta.json"] == _sha256(old / "meta.json")
+
+    # the new keys are checked like the others
+    for bad, msg in ((dict(meta, model="m"), "key 'model': expected an object"),
+                     (dict(meta, model={"name": "m"}), "missing required key 'sha256'"),
+                     (dict(meta, task=3), "key 'task': expected a string"),
+                     (dict(meta, cell=[1]), "key 'cell': expected an object")):
+        bad_trace(str(d), str(old), lambda x: _write(os.path.join(x, "meta.json"), json.dumps(bad).encode()))
+        o = tmp_path / "ob"
+        p = replay(str(old), str(o), {"method": "quest", "budget": 32})
+        assert p.returncode == 2 and msg in p.stderr and "meta.json" in p.stderr, (bad, p.stderr)
+        assert not o.exists()

@@ -9,6 +9,7 @@
 
 #include "check.h"
 #include "harness/npy.h"
+#include "harness/version.h"
 #include "methods/trace.h"
 
 static char dir[256];
@@ -168,10 +169,20 @@ static void test_trace(void) {
         for (int i = 0; i < 16; i++) kn[i] = vn[i] = (float)(s * 7 + i);
         trace_add_step(&t, q, kn, vn);
     }
+    cJSON *cell = cJSON_CreateObject();
+    cJSON_AddStringToObject(cell, "method", "quest");
+    trace_set_origin(&t, "tiny", "ab12", "needle", "w120_d0_0", cell);
     char td[512];
     snprintf(td, sizeof td, "%s/trace", dir);
     CHECK_EQ_INT(trace_write(td, &t, &e), 0);
     CHECK_EQ_INT(trace_read(td, &r, &e), 0);
+    /* where it comes from: this build's commit, then what trace_set_origin said */
+    char *o = cJSON_PrintUnformatted(r.origin);
+    char want[600];
+    snprintf(want, sizeof want, "{\"git_commit\":\"%s\",\"model\":{\"name\":\"tiny\",\"sha256\":\"ab12\"},"
+             "\"task\":\"needle\",\"sample\":\"w120_d0_0\",\"cell\":{\"method\":\"quest\"}}", kb_git_desc());
+    CHECK_MSG(o && !strcmp(o, want), "%s", o ? o : "(null)");
+    free(o);
     CHECK(r.L == L && r.W == W && r.N == 3 && r.Hq == Hq && r.Hkv == Hkv && r.D == D);
     CHECK(r.max_new == 7 && r.S == 27 && r.layer == 3);
     CHECK(!memcmp(r.k, t.k, sizeof(float) * L * Hkv * D) && !memcmp(r.v, t.v, sizeof(float) * L * Hkv * D));
@@ -207,6 +218,17 @@ static void test_trace(void) {
     fclose(f);
     CHECK_EQ_INT(trace_read(td, &r, &e), KB_EINPUT);
     CHECK_MSG(strstr(e.msg, "meta.json: missing required key 'S'"), "%s", e.msg);
+    f = fopen(path, "w"); /* an older trace's: no kv_dtype, no origin */
+    fputs("{\"max_new\": 7, \"S\": 27, \"layer\": 3}", f);
+    fclose(f);
+    CHECK_EQ_INT(trace_read(td, &r, &e), 0);
+    CHECK(r.origin == NULL && r.kv_dtype == -1);
+    trace_free(&r);
+    f = fopen(path, "w");
+    fputs("{\"max_new\": 7, \"S\": 27, \"model\": {\"name\": \"m\", \"sha256\": \"x\", \"size\": 1}}", f);
+    fclose(f);
+    CHECK_EQ_INT(trace_read(td, &r, &e), KB_EINPUT);
+    CHECK_MSG(strstr(e.msg, "meta.json: key 'model': unknown key 'size'"), "%s", e.msg);
     f = fopen(path, "w");
     fputs("{\"max_new\": 7, \"S\": -3}", f);
     fclose(f);
