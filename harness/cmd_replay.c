@@ -196,7 +196,7 @@ int cmd_replay(int argc, char **argv) {
     }
     free(params);
     kb_method_params p;
-    int rc = method_params_parse(obj, "replay", &p, &err);
+    int rc = method_params_parse(obj, config ? "--config/--method/--budget/--param" : "--method/--budget/--param", &p, &err);
     cJSON_Delete(obj);
     if (rc) return fail(2, err.msg);
 

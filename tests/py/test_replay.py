@@ -254,7 +254,8 @@ BAD_PARAMS = [
     (["--method", "foo", "--budget", "64"], "key 'method': unknown method 'foo'"),
     (["--method", "quest", "--budget", "64", "--param", "kernel=7"], "method 'quest': unknown key 'kernel'"),
     (["--method", "snapkv", "--budget", "-5"], "--budget expects an integer"),
-    (["--config", '{"method": "snapkv", "budget": -5}'], "method 'snapkv': key 'budget': expected an integer in [1, "),
+    (["--config", '{"method": "snapkv", "budget": -5}'],
+     "replay: --config/--method/--budget/--param: method 'snapkv': key 'budget': expected an integer in [1, "),
     (["--method", "snapkvpp", "--budget", "64", "--param", "kernel=4"],
      "method 'snapkvpp': key 'kernel': expected an odd integer >= 1 or \"adaptive\", got 4"),
     (["--method", "rocketkv", "--budget", "8"], "method 'rocketkv': key 'budget': expected an integer >= 16, got 8"),
@@ -266,7 +267,7 @@ BAD_PARAMS = [
     (["--method", "rocketkv", "--budget", "64", "--param", "r=[3"],
      "--param r=[3: the value is not valid JSON"),
     (["--method", "rocketkv", "--budget", "64", "--param", "r=3x"],
-     "method 'rocketkv': key 'r': expected an integer"),
+     "replay: --method/--budget/--param: method 'rocketkv': key 'r': expected an integer"),
     (["--config", '{"method": "rocketkv", "budget": 64, "budget": 128}'],
      "--config: key 'budget' appears twice"),
 ]
@@ -280,7 +281,7 @@ def test_bad_parameters(traces, tmp_path, case):
     (out / "out.npy").write_bytes(b"stale")
     p = replay(traces["gqa"][0], str(out), None, extra)
     assert p.returncode == 2, (extra, p.returncode, p.stderr)
-    assert msg in p.stderr, (extra, p.stderr)
+    assert msg in p.stderr and "replay: replay:" not in p.stderr, (extra, p.stderr)
     assert sorted(os.listdir(out)) == ["out.npy"] and (out / "out.npy").read_bytes() == b"stale"
 
 
