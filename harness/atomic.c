@@ -22,7 +22,7 @@ int atomic_open(kb_atomic_file *a, const char *path, kb_err *err) {
     return 0;
 }
 
-int atomic_commit(kb_atomic_file *a, kb_err *err) {
+int atomic_close(kb_atomic_file *a, kb_err *err) {
     if (!a->f) return kb_fail(err, KB_ERUNTIME, "%s: not open", a->path);
     int bad = fflush(a->f) != 0 || ferror(a->f);
     if (!bad) bad = fsync(fileno(a->f)) != 0;
@@ -31,22 +31,35 @@ int atomic_commit(kb_atomic_file *a, kb_err *err) {
     a->f = NULL;
     if (bad) {
         unlink(a->tmp);
+        a->tmp[0] = 0;
         return kb_fail(err, KB_ERUNTIME, "%s: write failed: %s", a->path, strerror(e));
     }
-    if (rename(a->tmp, a->path)) {
-        e = errno;
-        unlink(a->tmp);
-        return kb_fail(err, KB_ERUNTIME, "%s: rename failed: %s", a->path, strerror(e));
-    }
     return 0;
+}
+
+int atomic_rename(kb_atomic_file *a, kb_err *err) {
+    if (a->f || !a->tmp[0]) return kb_fail(err, KB_ERUNTIME, "%s: not closed", a->path);
+    int rc = 0;
+    if (rename(a->tmp, a->path)) {
+        rc = kb_fail(err, KB_ERUNTIME, "%s: rename failed: %s", a->path, strerror(errno));
+        unlink(a->tmp);
+    }
+    a->tmp[0] = 0;
+    return rc;
+}
+
+int atomic_commit(kb_atomic_file *a, kb_err *err) {
+    int rc = atomic_close(a, err);
+    return rc ? rc : atomic_rename(a, err);
 }
 
 void atomic_abort(kb_atomic_file *a) {
     if (a->f) {
         fclose(a->f);
         a->f = NULL;
-        unlink(a->tmp);
     }
+    if (a->tmp[0]) unlink(a->tmp);
+    a->tmp[0] = 0;
 }
 
 int atomic_write(const char *path, const void *data, size_t len, kb_err *err) {

@@ -17,6 +17,13 @@ typedef struct kb_atomic_file {
 int atomic_open(kb_atomic_file *a, const char *path, kb_err *err);
 /* Flush, fsync, rename. Returns KB_ERUNTIME (and removes the temp) on failure. */
 int atomic_commit(kb_atomic_file *a, kb_err *err);
+/* atomic_commit in two steps, for files that go into place together only when
+ * every one is whole: atomic_close flushes, fsyncs and closes, leaving the
+ * whole file at a->tmp; atomic_rename then renames it over the target. Each
+ * removes the temp on failure (KB_ERUNTIME). */
+int atomic_close(kb_atomic_file *a, kb_err *err);
+int atomic_rename(kb_atomic_file *a, kb_err *err);
+/* Removes the temp, open or closed, unless it was renamed; the target is left as it was. */
 void atomic_abort(kb_atomic_file *a);
 /* Writes len bytes to path atomically. */
 int atomic_write(const char *path, const void *data, size_t len, kb_err *err);

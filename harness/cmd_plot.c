@@ -10,11 +10,15 @@
  * and the run (run.json's commit, config and model sha256, with the sha256 of
  * both files), and plots/plots.json lists every figure with its files and the
  * same provenance; the figures of an earlier plot that it lists and this one
- * does not draw are removed, so plots/ never holds a figure of other data. */
+ * does not draw are removed, so plots/ holds no figure of other data but one
+ * this plot failed to draw: its files stay as they were (gnuplot's failure
+ * never costs a figure), each naming its own tables, and plots.json marks it
+ * "failed". The scripts and gnuplot are checked before plots/ is touched. */
 #include <cjson/cJSON.h>
 #include <getopt.h>
 #include <libgen.h>
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +39,7 @@ typedef struct figure {
     char *name, *key, *from; /* file name (no extension), what it draws, its table */
     char *files[3];          /* .dat, .png, .svg as written */
     int nfiles;
+    int failed;              /* not drawn: its files stay as the previous plot left them */
 } figure;
 
 typedef struct plotctx {
@@ -102,6 +107,53 @@ static const char *scripts_dir(void) {
     return "plots";
 }
 
+/* The scripts plot loads from the scripts directory. */
+static const char *const plot_scripts[] = {"common.gp", "accuracy.gp", "ablation.gp", "heatmap.gp", "speedup.gp",
+                                           NULL};
+
+/* Before plots/ is touched: the scripts directory holds every script plot
+ * loads, and gnuplot runs with the terminals of the formats asked for.
+ * Without them every figure would fail (KB_EINPUT: exit 2). */
+static int check_tools(const plotctx *pc, kb_err *err) {
+    const char *env = getenv("KVBENCH_PLOTS");
+    for (int i = 0; plot_scripts[i]; i++) {
+        char path[1300];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", pc->scripts, plot_scripts[i]);
+        int e = stat(path, &st) ? errno : !S_ISREG(st.st_mode) ? EISDIR : access(path, R_OK) ? errno : 0;
+        if (!e) continue;
+        if (env && *env)
+            return kb_fail(err, KB_EINPUT, "KVBENCH_PLOTS=%s: cannot read %s (%s); expected the directory of "
+                           "kvbench's gnuplot scripts (plots/ of its source tree)", env, path, strerror(e));
+        return kb_fail(err, KB_EINPUT, "%s: cannot read (%s); plot reads its gnuplot scripts from ../plots beside "
+                       "the kvbench binary (build/../plots), else from ./plots: set KVBENCH_PLOTS to their "
+                       "directory (plots/ of kvbench's source tree)", path, strerror(e));
+    }
+    char cmd[200], said[400] = "";
+    snprintf(cmd, sizeof cmd, "gnuplot -e '%s%sexit' </dev/null 2>&1", pc->png ? "set terminal pngcairo; " : "",
+             pc->svg ? "set terminal svg; " : "");
+    FILE *g = popen(cmd, "r");
+    int st = -1;
+    if (g) {
+        size_t n = fread(said, 1, sizeof said - 1, g);
+        said[n] = 0;
+        while (fgetc(g) != EOF) {}
+        st = pclose(g);
+    }
+    if (!st) return 0;
+    /* what the shell or gnuplot said, on one line */
+    char *c = said;
+    while (*c && isspace((unsigned char)*c)) c++;
+    memmove(said, c, strlen(c) + 1);
+    for (size_t n = strlen(said); n && isspace((unsigned char)said[n - 1]);) said[--n] = 0;
+    for (c = said; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = ' ';
+    return kb_fail(err, KB_EINPUT, "gnuplot cannot be run%s%s%s: plot draws its figures with gnuplot (5.0 or "
+                   "later, with the %s%s%s terminal%s); install it or put it on PATH", *said ? " (" : "", said,
+                   *said ? ")" : "", pc->png ? "pngcairo" : "", pc->png && pc->svg ? " and " : "",
+                   pc->svg ? "svg" : "", pc->png && pc->svg ? "s" : "");
+}
+
 static void safe_name(char *dst, size_t cap, const char *src) {
     size_t i = 0;
     for (; *src && i + 1 < cap; src++) dst[i++] = (isalnum((unsigned char)*src) || *src == '-' || *src == '.') ? *src : '_';
@@ -128,6 +180,20 @@ static void figure_name(plotctx *pc, char *out, size_t cap, const char *key) {
     f->name = kb_strdup(out);
     f->key = kb_strdup(key);
     f->from = kb_strdup(pc->from);
+}
+
+static figure *figure_get(plotctx *pc, const char *out) {
+    for (int i = 0; i < pc->n_figs; i++)
+        if (!strcmp(pc->figs[i].name, out)) return &pc->figs[i];
+    return NULL;
+}
+
+/* Figure out could not be drawn (the reason is said above): plot exits 1,
+ * and the figure's files stay as the previous plot left them. */
+static void figure_failed(plotctx *pc, const char *out) {
+    figure *f = figure_get(pc, out);
+    if (f) f->failed = 1;
+    pc->failed++;
 }
 
 /* Records that the file <out>.<ext> of figure out was written. */
@@ -219,11 +285,13 @@ static void put_be32(unsigned char *p, uint32_t v) {
     p[3] = (unsigned char)v;
 }
 
-/* Writes the image gnuplot wrote whole at tmp to path (atomically), with the
- * provenance text: a PNG gets an iTXt "Comment" chunk (UTF-8) after its IHDR chunk, an
- * SVG the text in its <desc> (XML-escaped). So a figure copied out of the run
- * directory still names its table, run, commit and model. */
-static int stamp_image(const char *tmp, const char *path, int svg, const char *text_in, kb_err *err) {
+/* Writes the image gnuplot wrote whole at tmp, with the provenance text, to
+ * the temporary of path (a: closed, atomic_rename puts it in place): a PNG
+ * gets an iTXt "Comment" chunk (UTF-8) after its IHDR chunk, an SVG the text
+ * in its <desc> (XML-escaped). So a figure copied out of the run directory
+ * still names its table, run, commit and model. */
+static int stamp_image(const char *tmp, const char *path, int svg, const char *text_in, kb_atomic_file *a,
+                       kb_err *err) {
     char *img;
     size_t n;
     int rc = file_read_all(tmp, &img, &n, err);
@@ -279,63 +347,97 @@ static int stamp_image(const char *tmp, const char *path, int svg, const char *t
             on += n - at;
         }
     }
-    if (!rc) rc = atomic_write(path, outb, on, err);
+    if (!rc) rc = atomic_open(a, path, err);
+    if (!rc && fwrite(outb, 1, on, a->f) != on) {
+        rc = kb_fail(err, KB_ERUNTIME, "%s: write failed: %s", path, strerror(errno));
+        atomic_abort(a);
+    }
+    if (!rc) rc = atomic_close(a, err);
     free(outb);
     free(text);
     free(img);
     return rc;
 }
 
-/* Runs one gnuplot script for each format. vars: gnuplot assignments. */
-static void gnuplot(plotctx *pc, const char *script, const char *out, const char *vars) {
-    for (int f = 0; f < 2; f++) {
-        if ((f == 0 && !pc->png) || (f == 1 && !pc->svg)) continue;
-        /* gnuplot exits 0 when it cannot write its output (a full disk): a
-         * missing or cut image is a failure too, so an old one goes first */
-        /* gnuplot writes a temporary (<name>.tmp.<pid>, which atomic_clean_stale
-         * removes if the process dies), stamped into the image's own name: an
-         * image under its name is whole and carries its provenance */
-        char img[1600], tmp[1700], name[300];
-        snprintf(name, sizeof name, "%s.%s", out, f ? "svg" : "png");
-        snprintf(img, sizeof img, "%s/%s", pc->dir, name);
-        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", img, (long)getpid());
-        unlink(img); /* listed by note_figure */
-        FILE *g = popen("gnuplot 2>&1", "w");
-        if (!g) {
-            pc->failed++;
-            continue;
-        }
-        fprintf(g, "set loadpath '%s'\noutfile='%s/%s.tmp.%ld'\nfmt='%s'\n%s\nload '%s'\n", pc->scripts_q,
-                pc->dir_q, name, (long)getpid(), f ? "svg" : "png", vars, script);
-        int st = pclose(g);
-        if (!st && !image_complete(tmp, f)) {
-            fprintf(stderr, "kvbench plot: gnuplot did not write all of %s (disk full?)\n", img);
-            pc->failed++;
-        } else if (st) {
-            fprintf(stderr, "kvbench plot: gnuplot failed on %s (%s)\n", out, script);
-            pc->failed++;
-        } else {
-            char line[1600], text[3300];
-            kb_err e = {0};
-            provenance_line(pc, out, line, sizeof line);
-            snprintf(text, sizeof text, "%s; %s", line, pc->run_line);
-            if (stamp_image(tmp, img, f, text, &e)) { /* no figure without its provenance */
-                fprintf(stderr, "kvbench plot: %s\n", e.msg);
-                pc->failed++;
-            } else {
-                figure_file(pc, out, f ? "svg" : "png");
-                if (f == 0 || !pc->png) pc->made++;
-            }
-        }
-        unlink(tmp); /* whatever gnuplot left: a cut image never stays */
+/* Runs gnuplot on script for one format (svg 0: PNG); vars: gnuplot
+ * assignments. 0 when the image is whole and stamped, at img's temporary
+ * (closed, not yet in place); else says why and leaves no file. */
+static int gnuplot(plotctx *pc, const char *script, const char *out, int svg, const char *vars,
+                   kb_atomic_file *img) {
+    /* gnuplot writes a temporary (<name>.tmp.<pid>, which atomic_clean_stale
+     * removes if the process dies), stamped into img's temporary of the same
+     * name: an image under its own name is whole and carries its provenance */
+    char path[1600], tmp[1700], name[300];
+    snprintf(name, sizeof name, "%s.%s", out, svg ? "svg" : "png");
+    snprintf(path, sizeof path, "%s/%s", pc->dir, name);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *g = popen("gnuplot 2>&1", "w");
+    if (!g) {
+        fprintf(stderr, "kvbench plot: cannot run gnuplot for %s: %s\n", out, strerror(errno));
+        return 1;
     }
+    fprintf(g, "set loadpath '%s'\noutfile='%s/%s.tmp.%ld'\nfmt='%s'\n%s\nload '%s'\n", pc->scripts_q,
+            pc->dir_q, name, (long)getpid(), svg ? "svg" : "png", vars, script);
+    int st = pclose(g), rc = 1;
+    /* gnuplot exits 0 when it cannot write all of its output (a full disk):
+     * a missing or cut image is a failure too */
+    if (!st && !image_complete(tmp, svg)) {
+        fprintf(stderr, "kvbench plot: gnuplot did not write all of %s (disk full?)\n", path);
+    } else if (st) {
+        fprintf(stderr, "kvbench plot: gnuplot failed on %s (%s)\n", out, script);
+    } else {
+        char line[1600], text[3300];
+        kb_err e = {0};
+        provenance_line(pc, out, line, sizeof line);
+        snprintf(text, sizeof text, "%s; %s", line, pc->run_line);
+        if (stamp_image(tmp, path, svg, text, img, &e)) /* no figure without its provenance */
+            fprintf(stderr, "kvbench plot: %s\n", e.msg);
+        else
+            rc = 0;
+    }
+    if (rc) unlink(tmp); /* whatever gnuplot left: a cut image never stays */
+    return rc;
+}
+
+/* Draws figure out with script from its data file, written whole but not yet
+ * in place (dat: closed), in each format asked for; the data file and the
+ * images go into place together once every one is whole. When one fails,
+ * none does: the figure's files stay as the previous plot left them, so a
+ * failing gnuplot (a broken script, a full disk) never costs a figure. */
+static void figure_draw(plotctx *pc, kb_atomic_file *dat, const char *script, const char *out,
+                        const char *vars) {
+    kb_atomic_file img[2];
+    memset(img, 0, sizeof img);
+    char dat_q[2400], all[14000];
+    gp_quote(dat_q, sizeof dat_q, dat->tmp);
+    snprintf(all, sizeof all, "datafile='%s'\n%s", dat_q, vars);
+    int ok = 1;
+    for (int f = 0; f < 2 && ok; f++)
+        if (f ? pc->svg : pc->png) ok = !gnuplot(pc, script, out, f, all, &img[f]);
+    kb_err e = {0};
+    if (ok && !(ok = !atomic_rename(dat, &e))) fprintf(stderr, "kvbench plot: %s\n", e.msg);
+    if (ok) figure_file(pc, out, "dat");
+    for (int f = 0; f < 2 && ok; f++) {
+        if (!img[f].tmp[0]) continue;
+        if (atomic_rename(&img[f], &e)) {
+            fprintf(stderr, "kvbench plot: %s\n", e.msg);
+            ok = 0;
+        } else {
+            figure_file(pc, out, f ? "svg" : "png");
+        }
+    }
+    atomic_abort(dat); /* the temporaries not in place (none when ok) */
+    atomic_abort(&img[0]);
+    atomic_abort(&img[1]);
+    if (ok) pc->made++;
+    else figure_failed(pc, out);
 }
 
 /* A figure's data file could not be written (disk full, ...): said, and
  * counted as a failure so that plot exits 1. */
-static void dat_failed(plotctx *pc, const kb_err *e) {
+static void dat_failed(plotctx *pc, const char *out, const kb_err *e) {
     fprintf(stderr, "kvbench plot: %s\n", e->msg);
-    pc->failed++;
+    figure_failed(pc, out);
 }
 
 /* ---- series helpers: blocks of (x, y) points, one block per series ---- */
@@ -402,7 +504,7 @@ static int draw_series(plotctx *pc, series_set *ss, const char *out, const char 
     kb_atomic_file a;
     kb_err e = {0};
     if (atomic_open(&a, path, &e)) {
-        dat_failed(pc, &e);
+        dat_failed(pc, out, &e);
         return 0;
     }
     dat_header(pc, a.f, out);
@@ -414,14 +516,13 @@ static int draw_series(plotctx *pc, series_set *ss, const char *out, const char 
         gp_header(a.f, ss->v[i].name);
         for (int k = 0; k < ss->v[i].n; k++) fprintf(a.f, "%.9g %.9g\n", ss->v[i].x[k], ss->v[i].y[k]);
     }
-    if (atomic_commit(&a, &e)) {
-        dat_failed(pc, &e);
+    if (atomic_close(&a, &e)) {
+        dat_failed(pc, out, &e);
         return 0;
     }
-    figure_file(pc, out, "dat");
     char vars[4096];
-    snprintf(vars, sizeof vars, "datafile='%s/%s.dat'\nnblocks=%d\n%s", pc->dir_q, out, blocks, extra_vars);
-    gnuplot(pc, script, out, vars);
+    snprintf(vars, sizeof vars, "nblocks=%d\n%s", blocks, extra_vars);
+    figure_draw(pc, &a, script, out, vars);
     return 1;
 }
 
@@ -594,17 +695,16 @@ static void heatmaps(plotctx *pc, const kb_table *smp) {
         kb_atomic_file a;
         kb_err e = {0};
         if (atomic_open(&a, path, &e)) {
-            dat_failed(pc, &e);
+            dat_failed(pc, out, &e);
         } else {
             dat_header(pc, a.f, out);
             for (int yi = 0; yi < ny; yi++)
                 for (int xi = 0; xi < nx; xi++)
                     fprintf(a.f, "%d %d %.6g\n", xi, yi,
                             cnt[yi * nx + xi] ? sum[yi * nx + xi] / cnt[yi * nx + xi] : NAN);
-            if (atomic_commit(&a, &e)) {
-                dat_failed(pc, &e);
+            if (atomic_close(&a, &e)) {
+                dat_failed(pc, out, &e);
             } else {
-                figure_file(pc, out, "dat");
                 char xt[4096] = "", yt[4096] = "", vars[10000];
                 size_t o = 0;
                 for (int i = 0; i < nx && o < sizeof xt - 64; i++)
@@ -620,10 +720,7 @@ static void heatmaps(plotctx *pc, const kb_table *smp) {
                          "ttl='Needle accuracy by depth and length: %s, budget %s (%s)'\nnx=%d\nny=%d\n"
                          "xt='%s'\nyt='%s'\n",
                          label_q, budget_q, pc->model, nx, ny, xt, yt);
-                /* heatmap.gp plots "datafile" directly */
-                char v2[13000];
-                snprintf(v2, sizeof v2, "datafile='%s/%s.dat'\n%s", pc->dir_q, out, vars);
-                gnuplot(pc, "heatmap.gp", out, v2);
+                figure_draw(pc, &a, "heatmap.gp", out, vars);
             }
         }
         free(sum);
@@ -730,16 +827,43 @@ static cJSON *run_provenance(const cJSON *rj, const char *rsha, char *line, size
 /* The figures an earlier plot listed that this one did not write are
  * removed: they were drawn from other data (another run in the directory,
  * or cells no longer in the tables). */
+static int written_by(const figure *f, const char *file) {
+    for (int k = 0; k < f->nfiles; k++)
+        if (!strcmp(f->files[k], file)) return 1;
+    return 0;
+}
+
 static int written(const plotctx *pc, const char *file) {
     for (int f = 0; f < pc->n_figs; f++)
-        for (int k = 0; k < pc->figs[f].nfiles; k++)
-            if (!strcmp(pc->figs[f].files[k], file)) return 1;
+        if (written_by(&pc->figs[f], file)) return 1;
+    return 0;
+}
+
+/* 1 if file is a file of figure f that this plot failed to draw, left as
+ * the previous plot wrote it: one of f's own (<name>.dat, or an image of a
+ * format asked for), not written now, listed by the previous plots.json and
+ * still there. It stays, and the new plots.json lists it under f. */
+static int kept_by(const plotctx *pc, const figure *f, const char *file) {
+    size_t n = strlen(f->name);
+    if (!f->failed || strncmp(file, f->name, n) || file[n] != '.' || written_by(f, file)) return 0;
+    const char *ext = file + n + 1;
+    if (strcmp(ext, "dat") && !(pc->png && !strcmp(ext, "png")) && !(pc->svg && !strcmp(ext, "svg"))) return 0;
+    int listed = 0;
+    for (int i = 0; i < pc->n_old && !listed; i++) listed = !strcmp(pc->old[i], file);
+    char path[1600];
+    snprintf(path, sizeof path, "%s/%s", pc->dir, file);
+    return listed && access(path, F_OK) == 0;
+}
+
+static int kept(const plotctx *pc, const char *file) {
+    for (int f = 0; f < pc->n_figs; f++)
+        if (kept_by(pc, &pc->figs[f], file)) return 1;
     return 0;
 }
 
 static void remove_listed_unwritten(plotctx *pc, char **list, int n) {
     for (int i = 0; i < n; i++)
-        if (!written(pc, list[i])) {
+        if (!written(pc, list[i]) && !kept(pc, list[i])) {
             char path[1600];
             snprintf(path, sizeof path, "%s/%s", pc->dir, list[i]);
             unlink(path);
@@ -748,7 +872,7 @@ static void remove_listed_unwritten(plotctx *pc, char **list, int n) {
 
 static void remove_stale(plotctx *pc) {
     remove_listed_unwritten(pc, pc->old, pc->n_old);
-    remove_listed_unwritten(pc, pc->pending, pc->n_pending); /* failed figures' files */
+    remove_listed_unwritten(pc, pc->pending, pc->n_pending); /* what failed figures left */
 }
 
 /* plots/plots.json: the plot that made the figures, the run and tables they
@@ -774,13 +898,23 @@ static int write_manifest(plotctx *pc, int final, kb_err *err) {
     cJSON *figs = cJSON_AddArrayToObject(j, "figures");
     for (int i = 0; i < pc->n_figs; i++) {
         const figure *f = &pc->figs[i];
-        if (!f->nfiles) continue;
+        /* a figure that failed: with the files of the previous plot it keeps */
+        char keep[3][300];
+        int nkeep = 0;
+        static const char *const ext[3] = {"dat", "png", "svg"};
+        for (int k = 0; k < 3; k++) {
+            snprintf(keep[nkeep], sizeof keep[nkeep], "%s.%s", f->name, ext[k]);
+            nkeep += kept_by(pc, f, keep[nkeep]);
+        }
+        if (!f->nfiles && !nkeep) continue;
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "name", f->name);
         cJSON_AddStringToObject(o, "draws", f->key);
         cJSON_AddStringToObject(o, "from", f->from);
+        if (f->failed) cJSON_AddBoolToObject(o, "failed", 1);
         cJSON *files = cJSON_AddArrayToObject(o, "files");
         for (int k = 0; k < f->nfiles; k++) cJSON_AddItemToArray(files, cJSON_CreateString(f->files[k]));
+        for (int k = 0; k < nkeep; k++) cJSON_AddItemToArray(files, cJSON_CreateString(keep[k]));
         cJSON_AddItemToArray(figs, o);
     }
     char *s = json_print(j, 1);
@@ -900,7 +1034,7 @@ int cmd_plot(int argc, char **argv) {
     snprintf(pc.dir, sizeof pc.dir, "%s/plots", pc.run);
     gp_quote(pc.dir_q, sizeof pc.dir_q, pc.dir);
     gp_quote(pc.scripts_q, sizeof pc.scripts_q, pc.scripts);
-    if (make_dirs(pc.dir, &err)) {
+    if (check_tools(&pc, &err) || make_dirs(pc.dir, &err)) { /* before plots/ is touched */
         fprintf(stderr, "kvbench plot: %s\n", err.msg);
         cJSON_Delete(pc.run_prov);
         if (have_sum) table_free(&sum);

@@ -1,0 +1,122 @@
+"""kvbench plot keeps the figures it already drew when it cannot draw new ones.
+
+- A wrong KVBENCH_PLOTS, a scripts directory lacking a script, or no gnuplot
+  on PATH: exit 2 with a message naming what is missing, before plots/ is
+  touched. Until 2026-12-05 plot removed every image first and then exited 1
+  with "gnuplot failed".
+- gnuplot failing on one figure (here a script with an error): that figure's
+  files stay as the previous plot wrote them, still listed in plots.json.
+
+Expected values are properties of the files (bytes unchanged, rows named),
+not numbers produced by the code under test.
+"""
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+SCRIPTS = ["common.gp", "accuracy.gp", "ablation.gp", "heatmap.gp", "speedup.gp"]
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def have_gnuplot():
+    return shutil.which("gnuplot") is not None
+
+
+@pytest.fixture(scope="module")
+def needle_run(kvbench_bin, tiny_llama, tmp_path_factory):
+    """A finished sweep of the needle task (two lengths, two depths: every
+    figure kind summary.csv and samples.csv give), not yet plotted."""
+    d = tmp_path_factory.mktemp("plot_safety")
+    cfg = d / "c.json"
+    cfg.write_text(json.dumps({
+        "name": "t", "seed": 5,
+        "tasks": [{"task": "needle", "words": [60, 120], "depths": [0.0, 1.0], "per_cell": 1,
+                   "max_new": 2}],
+        "methods": ["full", "snapkv"], "budgets": [32]}))
+    run = d / "run"
+    p = subprocess.run([kvbench_bin, "sweep", str(cfg), "--out", str(run), "-m",
+                        tiny_llama(n_ctx=2048)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    return run
+
+
+def plot(kvbench_bin, run, env=None):
+    return subprocess.run([kvbench_bin, "plot", str(run)], capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+def snapshot(d):
+    return {f: (d / f).read_bytes() for f in sorted(os.listdir(d))}
+
+
+def scripts_dir():
+    """Where the binary finds its scripts (plots/ of the source tree)."""
+    return os.path.join(REPO, "plots")
+
+
+def test_plot_keeps_figures_when_it_cannot_draw(kvbench_bin, needle_run, tmp_path):
+    if not have_gnuplot():
+        pytest.skip("gnuplot not installed")
+    run = tmp_path / "run"
+    shutil.copytree(needle_run, run)
+    p = plot(kvbench_bin, run)
+    assert p.returncode == 0, p.stderr
+    before = snapshot(run / "plots")
+    assert "accuracy_needle.png" in before and "accuracy_needle.svg" in before
+
+    # a KVBENCH_PLOTS that is not the scripts' directory
+    env = dict(os.environ, KVBENCH_PLOTS=str(tmp_path / "nonexistent"))
+    p = plot(kvbench_bin, run, env)
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert f"KVBENCH_PLOTS={tmp_path / 'nonexistent'}" in p.stderr and "common.gp" in p.stderr, p.stderr
+    assert snapshot(run / "plots") == before
+
+    # one that lacks one script
+    part = tmp_path / "part"
+    part.mkdir()
+    for s in SCRIPTS:
+        if s != "heatmap.gp":
+            shutil.copy(os.path.join(scripts_dir(), s), part / s)
+    p = plot(kvbench_bin, run, dict(os.environ, KVBENCH_PLOTS=str(part)))
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert "KVBENCH_PLOTS" in p.stderr and str(part / "heatmap.gp") in p.stderr, p.stderr
+    assert snapshot(run / "plots") == before
+
+    # no gnuplot on PATH (popen runs /bin/sh, which needs no PATH)
+    p = plot(kvbench_bin, run, dict(os.environ, PATH=str(tmp_path / "empty")))
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert "gnuplot" in p.stderr and "PATH" in p.stderr, p.stderr
+    assert snapshot(run / "plots") == before
+
+    # gnuplot fails on one figure's script: that figure stays as it was, and
+    # plots.json still lists its files (so a later run still removes them)
+    broken = tmp_path / "broken"
+    shutil.copytree(scripts_dir(), broken)
+    with open(broken / "accuracy.gp", "a") as f:
+        f.write("\nthis is not gnuplot\n")
+    p = plot(kvbench_bin, run, dict(os.environ, KVBENCH_PLOTS=str(broken)))
+    assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+    assert "gnuplot failed on accuracy_needle" in p.stderr, p.stderr
+    after = snapshot(run / "plots")
+    for f in ("accuracy_needle.dat", "accuracy_needle.png", "accuracy_needle.svg"):
+        assert after.get(f) == before[f], f
+    assert not [f for f in after if ".tmp." in f], after.keys()
+    man = json.loads(after["plots.json"])
+    acc = [f for f in man["figures"] if f["name"] == "accuracy_needle"]
+    assert acc and acc[0].get("failed") is True, man["figures"]
+    assert sorted(acc[0]["files"]) == ["accuracy_needle.dat", "accuracy_needle.png", "accuracy_needle.svg"]
+    listed = {x for f in man["figures"] for x in f["files"]}
+    assert set(after) - {"plots.json"} == listed
+    # the heatmaps were drawn again
+    assert any(f.startswith("needle_") and f.endswith(".png") for f in listed)
+
+    # the next plot that works draws it again, and lists no failure
+    p = plot(kvbench_bin, run)
+    assert p.returncode == 0, p.stderr
+    man = json.load(open(run / "plots" / "plots.json"))
+    assert not [f for f in man["figures"] if f.get("failed")]
+    assert {x for f in man["figures"] for x in f["files"]} == set(os.listdir(run / "plots")) - {"plots.json"}
+
