@@ -560,13 +560,72 @@ static int budget_of(const char *s, double *b) {
     return 1;
 }
 
-/* A summary row over a task's every turn and kind with a score (an ALL row of
- * a cell that lacks some task has none; summaries before the kind column
- * read kind as "") */
-static int whole_scored(const kb_table *sum, int r) {
+/* A summary row over a task's every turn and kind (summaries before the kind
+ * column read kind as "", and check_kinds lets an empty kind be "all") */
+static int whole_row(const kb_table *sum, int r) {
     const char *kind = table_get(sum, r, "kind");
-    return !strcmp(table_get(sum, r, "turn"), "all") && (!*kind || !strcmp(kind, "all")) &&
-           *table_get(sum, r, "score");
+    return !strcmp(table_get(sum, r, "turn"), "all") && (!*kind || !strcmp(kind, "all"));
+}
+
+/* A whole row with a score (an ALL row of a cell that lacks some task has none). */
+static int whole_scored(const kb_table *sum, int r) { return whole_row(sum, r) && *table_get(sum, r, "score"); }
+
+/* summary.csv's kind column as summary_write (harness/summary.c) writes it:
+ * "all", but on a row over all turns of a task whose samples ask several
+ * things (a mixed SCBench task), one of the kinds of its samples.csv rows;
+ * and every cell (task, label, budget) has its row over all turns and kinds,
+ * the one the figures draw. Without it a damaged kind dropped the cell from
+ * the figures without a word. An empty kind reads as "all", as in a summary
+ * before the kind column (or one made by hand); without samples.csv (or its
+ * kind column) the kinds themselves are not checked against the samples. */
+static int check_kinds(const char *path, const kb_table *sum, const kb_table *smp, kb_err *err) {
+    int smp_kind = smp && table_col(smp, "kind") >= 0;
+    for (int r = 0; r < sum->nrow; r++) {
+        const char *task = table_get(sum, r, "task"), *kind = table_get(sum, r, "kind");
+        if (!*kind || !strcmp(kind, "all")) continue;
+        if (strcmp(table_get(sum, r, "turn"), "all"))
+            return kb_fail(err, KB_EINPUT, "%s: data row %d: kind '%.80s' on a row of turn '%.16s', expected 'all' "
+                           "(rows per kind are over all turns)", path, r + 1, kind, table_get(sum, r, "turn"));
+        if (!smp_kind) continue;
+        /* the kinds the task's samples ask, in order of appearance */
+        char kinds[400] = "";
+        int n = 0, found = 0;
+        for (int q = 0; smp_kind && q < smp->nrow; q++) {
+            if (strcmp(table_get(smp, q, "task"), task)) continue;
+            const char *k = table_get(smp, q, "kind");
+            int seen = 0;
+            for (int p = 0; p < q && !seen; p++)
+                seen = !strcmp(table_get(smp, p, "task"), task) && !strcmp(table_get(smp, p, "kind"), k);
+            if (seen) continue;
+            found |= !strcmp(k, kind);
+            size_t o = strlen(kinds);
+            if (o + 8 < sizeof kinds)
+                snprintf(kinds + o, sizeof kinds - o, "%s'%.80s'", n ? ", " : "", k);
+            n++;
+        }
+        if (n >= 2 && found) continue;
+        if (n >= 2)
+            return kb_fail(err, KB_EINPUT, "%s: data row %d: kind '%.80s', expected 'all' or a kind of task '%.64s' "
+                           "in samples.csv: %s", path, r + 1, kind, task, kinds);
+        return kb_fail(err, KB_EINPUT, "%s: data row %d: kind '%.80s', expected 'all' (task '%.64s' %s%s, so it has "
+                       "no rows per kind)", path, r + 1, kind, task,
+                       n ? "asks one thing in samples.csv: " : "has no rows in samples.csv", kinds);
+    }
+    for (int r = 0; r < sum->nrow; r++) {
+        if (whole_row(sum, r)) continue;
+        const char *task = table_get(sum, r, "task"), *label = table_get(sum, r, "label");
+        const char *budget = table_get(sum, r, "budget");
+        int q = 0;
+        while (q < sum->nrow && !(whole_row(sum, q) && !strcmp(table_get(sum, q, "task"), task) &&
+                                  !strcmp(table_get(sum, q, "label"), label) &&
+                                  !strcmp(table_get(sum, q, "budget"), budget)))
+            q++;
+        if (q == sum->nrow)
+            return kb_fail(err, KB_EINPUT, "%s: data row %d: task '%.64s', cell '%.80s' budget %.16s has no row over "
+                           "all turns and kinds (turn 'all', kind 'all'), which summary.csv has for every cell",
+                           path, r + 1, task, label, *budget ? budget : "none");
+    }
+    return 0;
 }
 
 static void accuracy_plots(plotctx *pc, const kb_table *sum) {
@@ -983,6 +1042,13 @@ int cmd_plot(int argc, char **argv) {
     if (have_smp && read_table(path, smp_need, smp_num, &smp, &err)) {
         fprintf(stderr, "kvbench plot: %s\n", err.msg);
         if (have_sum) table_free(&sum);
+        return 2;
+    }
+    snprintf(path, sizeof path, "%s/summary.csv", pc.run);
+    if (have_sum && check_kinds(path, &sum, have_smp ? &smp : NULL, &err)) {
+        fprintf(stderr, "kvbench plot: %s\n", err.msg);
+        table_free(&sum);
+        if (have_smp) table_free(&smp);
         return 2;
     }
     snprintf(path, sizeof path, "%s/latency.csv", pc.run);

@@ -1,4 +1,5 @@
-"""kvbench plot keeps the figures it already drew when it cannot draw new ones.
+"""kvbench plot keeps the figures it already drew when it cannot draw new ones,
+and refuses a summary.csv whose kind column the sweep could not have written.
 
 - A wrong KVBENCH_PLOTS, a scripts directory lacking a script, or no gnuplot
   on PATH: exit 2 with a message naming what is missing, before plots/ is
@@ -6,10 +7,15 @@
   with "gnuplot failed".
 - gnuplot failing on one figure (here a script with an error): that figure's
   files stay as the previous plot wrote them, still listed in plots.json.
+- summary.csv's kind: "all" (or empty), or on a row over all turns one of the
+  kinds the task's samples ask (only tasks whose samples ask several have such rows);
+  every cell of a task needs its row over all turns and kinds. Before, a
+  needle row's kind changed to 'bogus' drew "0 figures" with exit 0.
 
 Expected values are properties of the files (bytes unchanged, rows named),
 not numbers produced by the code under test.
 """
+import csv
 import json
 import os
 import shutil
@@ -120,3 +126,100 @@ def test_plot_keeps_figures_when_it_cannot_draw(kvbench_bin, needle_run, tmp_pat
     assert not [f for f in man["figures"] if f.get("failed")]
     assert {x for f in man["figures"] for x in f["files"]} == set(os.listdir(run / "plots")) - {"plots.json"}
 
+
+def edit(path, change):
+    with open(path, newline="") as fh:
+        t = list(csv.reader(fh))
+    change(t)
+    with open(path, "w", newline="") as fh:
+        csv.writer(fh).writerows(t)
+
+
+def whole_row(t, task):
+    """The list index of task's first row over all turns and kinds (list
+    index i is data row i: t[0] is the header)."""
+    h = t[0]
+    for i, r in enumerate(t[1:], 1):
+        if r[h.index("task")] == task and r[h.index("turn")] == "all" and r[h.index("kind")] == "all":
+            return i
+    raise AssertionError(f"no whole row of {task}")
+
+
+def test_plot_checks_summary_kind(kvbench_bin, needle_run, tmp_path):
+    def copy(name):
+        d = tmp_path / name
+        shutil.copytree(needle_run, d)
+        return d
+
+    # a needle row's kind damaged: that cell has no row over the whole task
+    d = copy("bogus")
+    at = []
+
+    def bogus(t):
+        i = whole_row(t, "needle")
+        t[i][t[0].index("kind")] = "bogus"
+        at.append(i)
+    edit(d / "summary.csv", bogus)
+    p = plot(kvbench_bin, d)
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert f"summary.csv: data row {at[0]}: kind 'bogus'" in p.stderr, p.stderr
+    assert not (d / "plots").exists()
+
+    # with no samples.csv to name the kinds, the cell without its whole row still stops plot
+    os.unlink(d / "samples.csv")
+    p = plot(kvbench_bin, d)
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert f"summary.csv: data row {at[0]}:" in p.stderr and "kind 'all'" in p.stderr, p.stderr
+    assert not (d / "plots").exists()
+
+    # a per-kind row for a task whose samples ask one thing (needle's kind is "needle")
+    d = copy("onekind")
+    added = []
+
+    def per_kind(kind):
+        def f(t):
+            r = list(t[whole_row(t, "needle")])
+            r[t[0].index("kind")] = kind
+            t.append(r)
+            added.append(len(t) - 1)
+        return f
+    edit(d / "summary.csv", per_kind("needle"))
+    p = plot(kvbench_bin, d)
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert f"summary.csv: data row {added[-1]}: kind 'needle'" in p.stderr, p.stderr
+
+    # an empty kind reads as "all" (as in a summary made by hand, test_sweep.py's hostile names)
+    d = copy("empty")
+    edit(d / "summary.csv", lambda t: t[whole_row(t, "needle")].__setitem__(t[0].index("kind"), ""))
+    p = plot(kvbench_bin, d)
+    assert "kind" not in p.stderr, p.stderr
+    if have_gnuplot():
+        assert p.returncode == 0, p.stderr
+
+    # a mixed task: samples of two kinds; summary rows per kind are drawn from
+    # (only the whole-task rows are plotted), a kind the samples lack is refused
+    d = copy("mixed")
+    edit(d / "samples.csv", lambda t: [r.__setitem__(t[0].index("kind"), "needle_a" if i % 2 else "needle_b")
+                                        for i, r in enumerate(t[1:])])
+    edit(d / "summary.csv", per_kind("needle_a"))
+    edit(d / "summary.csv", per_kind("needle_b"))
+    p = plot(kvbench_bin, d)
+    assert p.returncode in (0, 1) and "kind" not in p.stderr, (p.returncode, p.stderr)
+    if have_gnuplot():
+        assert p.returncode == 0, p.stderr
+    d = copy("mixed_bad")
+    edit(d / "samples.csv", lambda t: [r.__setitem__(t[0].index("kind"), "needle_a" if i % 2 else "needle_b")
+                                        for i, r in enumerate(t[1:])])
+    edit(d / "summary.csv", per_kind("needle_c"))
+    p = plot(kvbench_bin, d)
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert f"summary.csv: data row {added[-1]}: kind 'needle_c'" in p.stderr, p.stderr
+    assert "needle_a" in p.stderr and "needle_b" in p.stderr, p.stderr
+
+    # a summary of a version before the kind column is drawn as before
+    d = copy("old")
+    edit(d / "summary.csv", lambda t: [r.pop(t[0].index("kind")) for r in t[::-1]])
+    p = plot(kvbench_bin, d)
+    if have_gnuplot():
+        assert p.returncode == 0, p.stderr
+    assert "kind" not in p.stderr, p.stderr
