@@ -516,6 +516,50 @@ static cJSON *cell_method_json(const kb_cell *c) {
     return o;
 }
 
+/* What bench methods' run.json says (kind bench_methods): OUTPUTS.md. */
+typedef struct bench_manifest {
+    const cJSON *model_json; /* the model as the first cell read it (NULL before) */
+    double bw, ho;           /* measured read bandwidth (GB/s), hand-over (ns; <= 0: none) */
+    kb_fill fill;
+    int rounds, window;
+    const int *ctx;
+    int nctx;
+    const kb_cell *cells;
+    int n_cells;
+    const char *status; /* running, done, failed */
+} bench_manifest;
+
+static int write_manifest(const kb_lat_opts *o, const bench_manifest *m, kb_err *err) {
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "kind", "bench_methods");
+    cJSON_AddStringToObject(r, "kvbench_version", kb_version());
+    cJSON_AddStringToObject(r, "git_commit", kb_git_desc());
+    if (m->model_json) cJSON_AddItemToObject(r, "model", cJSON_Duplicate(m->model_json, 1));
+    cJSON_AddItemToObject(r, "machine", runinfo_machine_json());
+    cJSON_AddNumberToObject(r, "read_bandwidth_gbps", m->bw);
+    if (m->ho > 0) cJSON_AddNumberToObject(r, "handover_ns", m->ho);
+    cJSON_AddStringToObject(r, "kernels", kernels_get()->name);
+    cJSON_AddStringToObject(r, "matvec", kb_matvec_mode_name(kb_matvec_mode()));
+    cJSON_AddStringToObject(r, "kv_dtype", kb_dtype_name(o->kv));
+    cJSON_AddStringToObject(r, "fill", fill_name(m->fill));
+    cJSON_AddNumberToObject(r, "decode_tokens", o->decode_tokens);
+    cJSON_AddNumberToObject(r, "reps", o->reps);
+    cJSON_AddNumberToObject(r, "rounds", m->rounds);
+    cJSON_AddNumberToObject(r, "window_queries", m->window);
+    cJSON *ca = cJSON_AddArrayToObject(r, "contexts");
+    for (int k = 0; k < m->nctx; k++) cJSON_AddItemToArray(ca, cJSON_CreateNumber(m->ctx[k]));
+    cJSON *cl = cJSON_AddArrayToObject(r, "cells");
+    for (int k = 0; k < m->n_cells; k++) cJSON_AddItemToArray(cl, cell_method_json(&m->cells[k]));
+    cJSON_AddStringToObject(r, "status", m->status);
+    char *js = json_print(r, 1);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/run.json", o->out_dir);
+    int rc = atomic_write(path, js, strlen(js), err);
+    free(js);
+    cJSON_Delete(r);
+    return rc;
+}
+
 static void fmtd(char *b, size_t cap, const char *fmt, double v) {
     if (v < 0) b[0] = 0;
     else snprintf(b, cap, fmt, v);
@@ -799,6 +843,9 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
     double *med = KB_MALLOC(4 * (size_t)R * sizeof(double)), *bws = KB_MALLOC((size_t)R * sizeof(double)),
            *hos = KB_MALLOC((size_t)R * sizeof(double));
     const double bw0 = bw, ho0 = ho;
+    bench_manifest mf = {.fill = fill, .rounds = R, .window = W, .ctx = ctx, .nctx = nctx, .cells = cells,
+                         .n_cells = n_cells};
+    int wrote_manifest = 0; /* this run's run.json is in out_dir */
     for (int ci = 0; ci < nctx && !rc; ci++) {
         int row0 = t.nrow, full_c = -1;
         for (int c = 0; c < n_cells && full_c < 0; c++)
@@ -878,41 +925,38 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
                 printf(" %s%s%s %s", t.rows[r][1], *t.rows[r][3] ? "/" : "", t.rows[r][3], t.rows[r][col]);
             printf("\n");
         }
-        /* results so far, atomically (a long run keeps what it finished) */
+        /* results so far, atomically (a long run keeps what it finished). With
+         * a manifest, the directory never holds a latency.csv beside a run.json
+         * that does not describe it: before the first table, what an earlier
+         * run left goes (run_dir_clear, its run.json first) and this run's
+         * run.json is written with status running, then rewritten after each
+         * table (done after the last). A failed write leaves this run's
+         * run.json, with or without its table, or nothing. */
         if (o->out_dir) {
             char path[1200];
+            int first = o->manifest && !wrote_manifest;
+            mf.bw = bw;
+            mf.ho = ho;
+            mf.model_json = model_json;
+            mf.status = ci == nctx - 1 ? "done" : "running";
             if (!rc) rc = make_dirs(o->out_dir, err);
+            if (!rc && first) {
+                const char *st = mf.status;
+                mf.status = "running";
+                rc = run_dir_clear(o->out_dir, err);
+                if (!rc) rc = write_manifest(o, &mf, err);
+                wrote_manifest = !rc;
+                mf.status = st;
+            }
             snprintf(path, sizeof path, "%s/latency.csv", o->out_dir);
             if (!rc) rc = table_write_csv(&t, path, err);
-            if (!rc && o->manifest) {
-                cJSON *r = cJSON_CreateObject();
-                cJSON_AddStringToObject(r, "kind", "bench_methods");
-                cJSON_AddStringToObject(r, "kvbench_version", kb_version());
-                cJSON_AddStringToObject(r, "git_commit", kb_git_desc());
-                if (model_json) cJSON_AddItemToObject(r, "model", cJSON_Duplicate(model_json, 1));
-                cJSON_AddItemToObject(r, "machine", runinfo_machine_json());
-                cJSON_AddNumberToObject(r, "read_bandwidth_gbps", bw);
-                if (ho > 0) cJSON_AddNumberToObject(r, "handover_ns", ho);
-                cJSON_AddStringToObject(r, "kernels", kernels_get()->name);
-                cJSON_AddStringToObject(r, "matvec", kb_matvec_mode_name(kb_matvec_mode()));
-                cJSON_AddStringToObject(r, "kv_dtype", kb_dtype_name(o->kv));
-                cJSON_AddStringToObject(r, "fill", fill_name(fill));
-                cJSON_AddNumberToObject(r, "decode_tokens", o->decode_tokens);
-                cJSON_AddNumberToObject(r, "reps", o->reps);
-                cJSON_AddNumberToObject(r, "rounds", R);
-                cJSON_AddNumberToObject(r, "window_queries", W);
-                cJSON *ca = cJSON_AddArrayToObject(r, "contexts");
-                for (int k = 0; k < nctx; k++) cJSON_AddItemToArray(ca, cJSON_CreateNumber(ctx[k]));
-                cJSON *cl = cJSON_AddArrayToObject(r, "cells");
-                for (int k = 0; k < n_cells; k++) cJSON_AddItemToArray(cl, cell_method_json(&cells[k]));
-                cJSON_AddStringToObject(r, "status", ci == nctx - 1 ? "done" : "running");
-                char *js = json_print(r, 1);
-                snprintf(path, sizeof path, "%s/run.json", o->out_dir);
-                rc = atomic_write(path, js, strlen(js), err);
-                free(js);
-                cJSON_Delete(r);
-            }
+            if (!rc && o->manifest && (!first || ci == nctx - 1)) rc = write_manifest(o, &mf, err);
         }
+    }
+    if (rc && wrote_manifest) { /* where it can be written, the run.json of a failed run says so */
+        kb_err e2 = {0};
+        mf.status = "failed";
+        write_manifest(o, &mf, &e2);
     }
     free(outs);
     free(med);
