@@ -752,6 +752,29 @@ static void clean_stale_snapshots(const char *dir) {
 
 static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_err *err);
 
+/* What bench methods' --out may hold (under its lock, before anything is
+ * touched): no run of another kind (a sweep's manifest is never overwritten),
+ * and no table that no run.json there describes (run_dir_check_tables, as
+ * sweep and merge; bench methods has no --force: the user moves the table or
+ * gives another directory). A bench methods run.json is replaced. */
+static int out_dir_check(const char *dir, kb_err *err) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    if (access(path, F_OK) == 0) {
+        cJSON *old;
+        int bad = json_load_file(path, &old, NULL) != 0;
+        if (!bad) {
+            const cJSON *k = cJSON_GetObjectItemCaseSensitive(old, "kind");
+            bad = !cJSON_IsString(k) || strcmp(k->valuestring, "bench_methods");
+            cJSON_Delete(old);
+        }
+        if (bad)
+            return kb_fail(err, KB_EINPUT, "%s holds another kind of run (a sweep?): use a new --out directory",
+                           dir);
+    }
+    return run_dir_check_tables(dir, 0, "move it away, or use a new --out directory", err);
+}
+
 int bench_latency(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_err *err) {
     /* bench methods owns its --out: made (if need be) and locked (dir_lock)
      * before anything in it is touched; a sweep's latency part runs under the
@@ -761,6 +784,7 @@ int bench_latency(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_er
     int made = own && stat(o->out_dir, &st) != 0;
     int rc = own ? make_dirs(o->out_dir, err) : 0;
     if (!rc && own) rc = dir_lock(o->out_dir, &lock_fd, err);
+    if (!rc && own) rc = out_dir_check(o->out_dir, err);
     /* the figures of an earlier run here were drawn from its latency.csv */
     if (!rc && own) rc = plots_clear(o->out_dir, err);
     if (!rc) rc = bench_latency_in(o, cells, n_cells, err);
@@ -1120,27 +1144,6 @@ int bench_methods(int argc, char **argv) {
             }
             ncells++;
         }
-    if (out) {
-        /* never overwrite a sweep's manifest */
-        char path[1200];
-        snprintf(path, sizeof path, "%s/run.json", out);
-        cJSON *old;
-        if (access(path, F_OK) == 0) {
-            const cJSON *k = NULL;
-            int bad = json_load_file(path, &old, &err) != 0;
-            if (!bad) {
-                k = cJSON_GetObjectItemCaseSensitive(old, "kind");
-                bad = !cJSON_IsString(k) || strcmp(k->valuestring, "bench_methods");
-                cJSON_Delete(old);
-            }
-            if (bad) {
-                fprintf(stderr, "kvbench bench methods: %s holds another kind of run (a sweep?): "
-                        "use a new --out directory\n", out);
-                free(cells);
-                return 2;
-            }
-        }
-    }
     o.out_dir = out;
     if (!out) o.manifest = 0;
     kb_machine mc;

@@ -6,7 +6,8 @@
  * is copied. The shards must come from the same config, overrides, model and
  * KV type, be complete (status done), and be the whole set 0/N..N-1/N, whose
  * rows hold every sample of the plan once (samples_check on each). OUT must
- * not hold a run (unless --force) and is never one of the shards. */
+ * not hold a run nor tables without their run.json (run_dir_check_tables;
+ * either unless --force) and is never one of the shards. */
 #include <cjson/cJSON.h>
 #include <limits.h>
 #include <stdio.h>
@@ -61,7 +62,7 @@ static int copy_file(const char *from, const char *to, kb_err *err) {
 int cmd_merge(int argc, char **argv) {
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         printf("usage: kvbench merge [--force] OUT_DIR SHARD_DIR...   join the shards 0/N..N-1/N of a "
-               "sweep into one run\n  --force  overwrite a run already in OUT_DIR\n");
+               "sweep into one run\n  --force  overwrite a run (or tables without their run.json) already in OUT_DIR\n");
         return 0;
     }
     int force = argc >= 2 && !strcmp(argv[1], "--force");
@@ -100,6 +101,12 @@ int cmd_merge(int argc, char **argv) {
     if (!force && stat(rj, &st_rj) == 0) {
         fprintf(stderr, "kvbench merge: %s already holds a run: give a new OUT_DIR, or --force to "
                 "overwrite it\n", out);
+        dir_unlock(lock_fd);
+        return 2;
+    }
+    /* tables without a run.json (a merge or a copy cut short): as sweep */
+    if (!force && run_dir_check_tables(out, 0, "--force to overwrite it, or a new OUT_DIR", &err)) {
+        fprintf(stderr, "kvbench merge: %s\n", err.msg);
         dir_unlock(lock_fd);
         return 2;
     }

@@ -1091,7 +1091,29 @@ int cmd_plot(int argc, char **argv) {
         const cJSON *nm = cJSON_GetObjectItemCaseSensitive(m, "name");
         if (cJSON_IsString(nm)) gp_quote(pc.model, sizeof pc.model, nm->valuestring);
         pc.run_prov = run_provenance(rj, rsha, pc.run_line, sizeof pc.run_line);
+        /* a table this run.json does not describe (summary.csv or samples.csv
+         * beside a bench methods run's) is not drawn: its figures would carry
+         * the provenance of another run */
+        const cJSON *kind = cJSON_GetObjectItemCaseSensitive(rj, "kind");
+        const char *k = cJSON_IsString(kind) ? kind->valuestring : NULL;
+        static const char *const acc[] = {"summary.csv", "samples.csv"};
+        int *have_acc[] = {&have_sum, &have_smp};
+        kb_table *acc_t[] = {&sum, &smp};
+        for (int i = 0; i < 2; i++)
+            if (*have_acc[i] && !run_kind_has_table(k, acc[i])) {
+                fprintf(stderr, "kvbench plot: warning: %s/%s is not drawn: the run.json beside it is a bench "
+                        "methods run's, which writes no %s, so its figures could not be traced to their run\n",
+                        pc.run, acc[i], acc[i]);
+                table_free(acc_t[i]);
+                *have_acc[i] = 0;
+            }
         cJSON_Delete(rj);
+        if (!have_sum && !have_lat) {
+            fprintf(stderr, "kvbench plot: %s has no table its run.json describes\n", pc.run);
+            cJSON_Delete(pc.run_prov);
+            if (have_smp) table_free(&smp);
+            return 2;
+        }
     } else {
         fprintf(stderr, "kvbench plot: warning: %s has no run.json: the figures cannot be traced to a "
                 "config, commit or model\n", pc.run);

@@ -943,16 +943,9 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
     } else if (!o->force) {
         /* tables without their run.json (a merge or a copy cut short): their rows
          * cannot be checked, and a new run would remove them */
-        static const char *const tables[] = {"samples.csv", "summary.csv", "latency.csv"};
-        for (size_t i = 0; i < KB_ARRAY_LEN(tables); i++) {
-            char t[1200];
-            snprintf(t, sizeof t, "%s/%s", out, tables[i]);
-            if (!file_exists(t) || (o->resume && strcmp(tables[i], "samples.csv"))) continue;
-            rc = kb_fail(err, KB_EINPUT, "%s has no run.json beside it, so it is of no run kvbench can "
-                         "check: --force to %s, or --out DIR for a new run", t,
-                         o->resume ? "resume anyway" : "overwrite it");
-            goto done_ri;
-        }
+        const char *advice = o->resume ? "--force to resume anyway, or --out DIR for a new run"
+                                       : "--force to overwrite it, or --out DIR for a new run";
+        if ((rc = run_dir_check_tables(out, o->resume, advice, err))) goto done_ri;
     }
     /* a new run: nothing of a previous one stays (run_dir_clear) */
     if (!o->resume && (rc = run_dir_clear(out, err))) goto done_ri;

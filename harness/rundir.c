@@ -108,9 +108,43 @@ int traces_clear(const char *dir, kb_err *err) {
     return rc;
 }
 
+/* run.json and the tables beside it, in the order run_dir_clear removes them */
+static const char *const run_files[] = {"run.json", "samples.csv", "summary.csv", "latency.csv"};
+
+int run_kind_has_table(const char *kind, const char *table) {
+    return !kind || strcmp(kind, "bench_methods") || !strcmp(table, "latency.csv");
+}
+
+int run_dir_check_tables(const char *dir, int samples_only, const char *advice, kb_err *err) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    int have_run = access(path, F_OK) == 0;
+    char kind[64] = "";
+    if (have_run) {
+        cJSON *j;
+        if (json_load_file(path, &j, NULL)) return 0; /* the caller's to refuse */
+        const cJSON *k = cJSON_GetObjectItemCaseSensitive(j, "kind");
+        if (cJSON_IsString(k)) snprintf(kind, sizeof kind, "%s", k->valuestring);
+        cJSON_Delete(j);
+    }
+    for (size_t i = 1; i < KB_ARRAY_LEN(run_files); i++) {
+        const char *t = run_files[i];
+        if (samples_only && strcmp(t, "samples.csv")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, t);
+        if (access(path, F_OK)) continue;
+        if (!have_run)
+            return kb_fail(err, KB_EINPUT, "%s has no run.json beside it, so it is of no run kvbench can "
+                           "check: %s", path, advice);
+        if (!run_kind_has_table(*kind ? kind : NULL, t))
+            return kb_fail(err, KB_EINPUT, "%s is of no run kvbench can check: the run.json beside it is a "
+                           "bench methods run's, which writes no %s: %s", path, t, advice);
+    }
+    return 0;
+}
+
 int run_dir_clear(const char *dir, kb_err *err) {
-    static const char *const files[] = {"run.json", "samples.csv", "summary.csv", "latency.csv"};
-    for (size_t i = 0; i < KB_ARRAY_LEN(files); i++) {
+    const char *const *files = run_files;
+    for (size_t i = 0; i < KB_ARRAY_LEN(run_files); i++) {
         char path[1200];
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
         int rc = unlink_file(path, err);

@@ -24,6 +24,19 @@ int plots_clear(const char *dir, kb_err *err);
  * directory and traces/ when empty; other files stay. KB_ERUNTIME naming the file when one cannot be
  * removed. */
 int traces_clear(const char *dir, kb_err *err);
+/* Whether a run.json of this kind describes table (samples.csv, summary.csv,
+ * latency.csv): a bench methods run's (kind "bench_methods") only latency.csv,
+ * a sweep's or a merge's (no kind) every table. */
+int run_kind_has_table(const char *kind, const char *table);
+/* Refuses the tables of dir that no run.json there describes: samples.csv,
+ * summary.csv, latency.csv (only samples.csv when samples_only) with no
+ * run.json beside them (a merge or a copy cut short: their rows cannot be
+ * checked, and a new run would remove them), or beside the run.json of a
+ * `bench methods` run, which writes only latency.csv (run_kind_has_table). A
+ * run.json that is not JSON is left to the caller. KB_EINPUT naming the first
+ * such table, its message ending with advice (what the user can do); 0 when
+ * there is none. Used by sweep, merge and bench methods before they write. */
+int run_dir_check_tables(const char *dir, int samples_only, const char *advice, kb_err *err);
 /* Removes what a previous run left in the run directory dir, before a new run
  * (not --resume) writes its run.json there: run.json first (dir then holds no
  * run), then samples.csv, summary.csv, latency.csv, the figures

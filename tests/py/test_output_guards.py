@@ -94,3 +94,72 @@ def test_bench_methods_manifest_failure_leaves_no_foreign_manifest(kvbench_bin, 
     man = json.load(open(out / "run.json"))
     assert man["status"] == "done" and man["contexts"] == [80]
     assert latency_contexts(out / "latency.csv") == {80}
+
+
+def test_merge_refuses_tables_without_run_json(kvbench_bin, tiny, tmp_path):
+    """merge into an OUT_DIR holding samples.csv, summary.csv or latency.csv
+    but no run.json: exit 2 naming the table, nothing touched; --force merges.
+    The old code overwrote them silently (it checked only for run.json)."""
+    cfg = small_config(tmp_path)
+    shards = [tmp_path / f"s{i}" for i in range(2)]
+    for i, d in enumerate(shards):
+        p = sweep(kvbench_bin, cfg, d, tiny, "--shard", f"{i}/2")
+        assert p.returncode == 0, p.stderr
+    for table in ("samples.csv", "summary.csv", "latency.csv"):
+        out = tmp_path / f"out_{table}"
+        out.mkdir()
+        (out / table).write_text("mine\n")
+        p = subprocess.run([kvbench_bin, "merge", str(out), *map(str, shards)], capture_output=True, text=True,
+                           timeout=120)
+        assert p.returncode == 2, (table, p.returncode, p.stderr)
+        assert f"{table} has no run.json beside it" in p.stderr and "--force" in p.stderr, p.stderr
+        assert os.listdir(out) == [table] and (out / table).read_text() == "mine\n"
+    p = subprocess.run([kvbench_bin, "merge", "--force", str(out), *map(str, shards)], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert {"run.json", "samples.csv", "summary.csv"} <= set(os.listdir(out))
+
+
+def test_bench_methods_refuses_tables_it_cannot_check(kvbench_bin, tiny, tmp_path):
+    """bench methods (which has no --force) into a directory with tables and no
+    run.json, or with a samples.csv/summary.csv beside a bench methods
+    run.json (which never describes them): exit 2 naming the table, nothing
+    touched. The old code wrote latency.csv and run.json beside them."""
+    for table in ("latency.csv", "samples.csv", "summary.csv"):
+        out = tmp_path / f"b_{table}"
+        out.mkdir()
+        (out / table).write_text("mine\n")
+        p = bench(kvbench_bin, out)
+        assert p.returncode == 2, (table, p.returncode, p.stderr)
+        assert f"{table} has no run.json beside it" in p.stderr, p.stderr
+        assert "measured read bandwidth" not in p.stderr, "refused before any work"
+        assert os.listdir(out) == [table] and (out / table).read_text() == "mine\n"
+    out = tmp_path / "bench"
+    assert bench(kvbench_bin, out).returncode == 0
+    (out / "summary.csv").write_text("mine\n")
+    before = {f: (out / f).read_bytes() for f in os.listdir(out)}
+    p = bench(kvbench_bin, out)
+    assert p.returncode == 2 and "summary.csv" in p.stderr and "bench methods" in p.stderr, p.stderr
+    assert {f: (out / f).read_bytes() for f in os.listdir(out)} == before
+
+
+def test_plot_draws_no_accuracy_figures_beside_a_bench_run(kvbench_bin, tiny, tmp_path):
+    """summary.csv and samples.csv (a sweep's) copied beside a `bench methods`
+    run.json: plot warns and draws only latency.csv's figures; plots.json lists
+    neither table, so no accuracy figure carries the bench run's provenance.
+    The old code drew them stamped with the bench run's model and commit."""
+    cfg = small_config(tmp_path)
+    run = tmp_path / "run"
+    assert sweep(kvbench_bin, cfg, run, tiny).returncode == 0
+    out = tmp_path / "bench"
+    assert bench(kvbench_bin, out).returncode == 0
+    for t in ("samples.csv", "summary.csv"):
+        (out / t).write_bytes((run / t).read_bytes())
+    p = subprocess.run([kvbench_bin, "plot", str(out)], capture_output=True, text=True, timeout=300)
+    assert p.returncode in (0, 1), p.stderr
+    assert "summary.csv" in p.stderr and "bench methods" in p.stderr, p.stderr
+    man = json.load(open(out / "plots" / "plots.json"))
+    assert set(man["tables"]) == {"latency.csv"}, man["tables"]
+    assert {f["from"] for f in man["figures"]} <= {"latency.csv"}, man["figures"]
+    # the tables stay: plot removes nothing of them
+    assert (out / "summary.csv").read_bytes() == (run / "summary.csv").read_bytes()
