@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,18 +115,29 @@ void dir_unlock(int fd) {
     if (fd >= 0) close(fd); /* closing drops the lock */
 }
 
-int atomic_clean_stale(const char *dir) {
+const char *atomic_tmp_of(const char *entry, const char *name) {
+    size_t l = strlen(name);
+    if (strncmp(entry, name, l) || strncmp(entry + l, ".tmp.", 5)) return NULL;
+    const char *num = entry + l + 5;
+    for (const char *c = num; *c; c++)
+        if (*c < '0' || *c > '9') return NULL;
+    return *num ? num : NULL;
+}
+
+int atomic_clean_stale(const char *dir, const char *const *names, int n_names) {
     DIR *d = opendir(dir);
     if (!d) return 0;
     int n = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        const char *t = strstr(e->d_name, ".tmp.");
-        if (!t) continue;
-        char *end;
-        long pid = strtol(t + 5, &end, 10);
-        if (*end || pid <= 0) continue;
-        if (pid != (long)getpid() && kill((pid_t)pid, 0) == 0) continue; /* writer alive */
+        const char *num = NULL;
+        for (int i = 0; i < n_names && !num; i++) num = atomic_tmp_of(e->d_name, names[i]);
+        if (!num) continue; /* not a temporary of a file kvbench writes here */
+        errno = 0;
+        long pid = strtol(num, NULL, 10);
+        if (pid <= 0 || errno) continue;
+        /* a writer alive (EPERM: another user's process) */
+        if (pid <= INT_MAX && pid != (long)getpid() && (kill((pid_t)pid, 0) == 0 || errno == EPERM)) continue;
         char path[4400];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         if (unlink(path) == 0) n++;

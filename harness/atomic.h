@@ -27,9 +27,16 @@ int atomic_rename(kb_atomic_file *a, kb_err *err);
 void atomic_abort(kb_atomic_file *a);
 /* Writes len bytes to path atomically. */
 int atomic_write(const char *path, const void *data, size_t len, kb_err *err);
+/* The temporary of file `name` is named <name>.tmp.<pid> (atomic_open; plot's
+ * gnuplot images too). atomic_tmp_of: if entry is such a temporary of name,
+ * its pid digits, else NULL. */
+const char *atomic_tmp_of(const char *entry, const char *name);
 /* Removes temporaries left in dir by processes that died mid-write (SIGKILL):
- * files named <name>.tmp.<pid> whose pid is not running. Returns the count. */
-int atomic_clean_stale(const char *dir);
+ * files named <name>.tmp.<pid>, for a name of names[0..n_names) (the files
+ * kvbench writes in dir, which each caller knows), whose pid is not running.
+ * Any other file stays, however it is named: a user's notes.tmp.2024 is not
+ * kvbench's. Returns the count. */
+int atomic_clean_stale(const char *dir, const char *const *names, int n_names);
 /* mkdir -p; the path must end up a writable directory, else KB_EINPUT (an
  * output path the user gave: exit 2) */
 int make_dirs(const char *path, kb_err *err);

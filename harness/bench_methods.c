@@ -785,6 +785,7 @@ int bench_latency(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_er
     int rc = own ? make_dirs(o->out_dir, err) : 0;
     if (!rc && own) rc = dir_lock(o->out_dir, &lock_fd, err);
     if (!rc && own) rc = out_dir_check(o->out_dir, err);
+    if (!rc && own) run_dir_clean_stale(o->out_dir); /* what a killed bench methods was writing */
     /* the figures of an earlier run here were drawn from its latency.csv */
     if (!rc && own) rc = plots_clear(o->out_dir, err);
     if (!rc) rc = bench_latency_in(o, cells, n_cells, err);

@@ -365,7 +365,7 @@ static int stamp_image(const char *tmp, const char *path, int svg, const char *t
 static int gnuplot(plotctx *pc, const char *script, const char *out, int svg, const char *vars,
                    kb_atomic_file *img) {
     /* gnuplot writes a temporary (<name>.tmp.<pid>, which atomic_clean_stale
-     * removes if the process dies), stamped into img's temporary of the same
+     * removes if the process dies: name is listed first), stamped into img's temporary of the same
      * name: an image under its own name is whole and carries its provenance */
     char path[1600], tmp[1700], name[300];
     snprintf(name, sizeof name, "%s.%s", out, svg ? "svg" : "png");
@@ -1130,9 +1130,17 @@ int cmd_plot(int argc, char **argv) {
         if (have_lat) table_free(&lat);
         return 2;
     }
-    /* what a plot killed here left (its temporaries), and the previous list */
-    atomic_clean_stale(pc.dir);
+    /* the previous list, and what a plot killed here left: the temporaries of
+     * the files it listed (each is listed before it is written) and of
+     * plots.json; no other file */
     plots_listed(pc.run, &pc.old, &pc.n_old);
+    {
+        const char **names = KB_MALLOC(((size_t)pc.n_old + 1) * sizeof *names);
+        for (int i = 0; i < pc.n_old; i++) names[i] = pc.old[i];
+        names[pc.n_old] = "plots.json";
+        atomic_clean_stale(pc.dir, names, pc.n_old + 1);
+        free(names);
+    }
     pc.have_sum = have_sum, pc.have_smp = have_smp, pc.have_lat = have_lat;
     if (have_sum) {
         pc.from = "summary.csv";

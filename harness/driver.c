@@ -949,7 +949,7 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
     }
     /* a new run: nothing of a previous one stays (run_dir_clear) */
     if (!o->resume && (rc = run_dir_clear(out, err))) goto done_ri;
-    atomic_clean_stale(out); /* what a killed run was writing */
+    run_dir_clean_stale(out); /* what a killed run was writing */
     done_set done = {0};
     if (o->resume && file_exists(d.samples_path)) {
         if ((rc = table_read_csv(d.samples_path, kb_samples_cols, kb_samples_ncols, &d.rows, err)))

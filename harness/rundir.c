@@ -68,16 +68,20 @@ int plots_clear(const char *dir, kb_err *err) {
     int n, rc = 0;
     plots_listed(dir, &names, &n);
     char path[1600];
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n && !rc; i++) {
         snprintf(path, sizeof path, "%s/plots/%s", dir, names[i]);
-        if (!rc) rc = unlink_file(path, err);
-        free(names[i]);
+        rc = unlink_file(path, err);
     }
-    free(names);
     snprintf(path, sizeof path, "%s/" KB_PLOTS_MANIFEST, dir);
     if (!rc) rc = unlink_file(path, err);
     snprintf(path, sizeof path, "%s/plots", dir);
-    if (!rc) atomic_clean_stale(path); /* the temporaries of a plot that was killed */
+    /* the temporaries of a plot that was killed: of the files it listed (it
+     * lists each before writing it) and of plots.json */
+    names = KB_REALLOC(names, ((size_t)n + 1) * sizeof *names);
+    names[n] = kb_strdup("plots.json");
+    if (!rc) atomic_clean_stale(path, (const char *const *)names, n + 1);
+    for (int i = 0; i <= n; i++) free(names[i]);
+    free(names);
     if (!rc) rmdir(path); /* only when empty: files kvbench did not list stay */
     return rc;
 }
@@ -100,7 +104,7 @@ int traces_clear(const char *dir, kb_err *err) {
             snprintf(path, sizeof path, "%s/%s", sub, kb_trace_files[i]);
             rc = unlink_file(path, err);
         }
-        if (!rc) atomic_clean_stale(sub); /* the temporaries of a trace write that was killed */
+        if (!rc) atomic_clean_stale(sub, kb_trace_files, KB_TRACE_NFILES); /* of a trace write that was killed */
         if (!rc) rmdir(sub);              /* only when empty */
     }
     closedir(dp);
@@ -140,6 +144,10 @@ int run_dir_check_tables(const char *dir, int samples_only, const char *advice, 
                            "bench methods run's, which writes no %s: %s", path, t, advice);
     }
     return 0;
+}
+
+int run_dir_clean_stale(const char *dir) {
+    return atomic_clean_stale(dir, run_files, (int)KB_ARRAY_LEN(run_files));
 }
 
 int run_dir_clear(const char *dir, kb_err *err) {

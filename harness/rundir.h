@@ -37,6 +37,10 @@ int run_kind_has_table(const char *kind, const char *table);
  * such table, its message ending with advice (what the user can do); 0 when
  * there is none. Used by sweep, merge and bench methods before they write. */
 int run_dir_check_tables(const char *dir, int samples_only, const char *advice, kb_err *err);
+/* Removes the temporaries (atomic_clean_stale) of run.json, samples.csv,
+ * summary.csv and latency.csv in dir that a killed kvbench left; returns the
+ * count. */
+int run_dir_clean_stale(const char *dir);
 /* Removes what a previous run left in the run directory dir, before a new run
  * (not --resume) writes its run.json there: run.json first (dir then holds no
  * run), then samples.csv, summary.csv, latency.csv, the figures

@@ -163,3 +163,38 @@ def test_plot_draws_no_accuracy_figures_beside_a_bench_run(kvbench_bin, tiny, tm
     assert {f["from"] for f in man["figures"]} <= {"latency.csv"}, man["figures"]
     # the tables stay: plot removes nothing of them
     assert (out / "summary.csv").read_bytes() == (run / "summary.csv").read_bytes()
+
+
+def test_stale_temporaries_only_kvbench_own(kvbench_bin, tiny, tmp_path):
+    """A sweep and a plot remove the temporaries a killed kvbench left
+    (`run.json.tmp.<dead pid>`, `plots/plots.json.tmp.<dead pid>`), and leave a
+    file of the user's that only looks like one (`notes.tmp.<digits>`,
+    `mine.png.tmp.<digits>`: DESIGN.md, files kvbench does not make are left
+    alone). The old code removed any name with `.tmp.<dead pid>` in it."""
+    cfg = small_config(tmp_path)
+    out = tmp_path / "run"
+    out.mkdir()
+    user = [f"notes.tmp.{DEAD_PID}", f"results.csv.tmp.{DEAD_PID}", "x.tmp.2024"]
+    ours = [f"run.json.tmp.{DEAD_PID}", f"samples.csv.tmp.{DEAD_PID}"]
+    for f in user + ours:
+        (out / f).write_text("x\n")
+    p = sweep(kvbench_bin, cfg, out, tiny)
+    assert p.returncode == 0, p.stderr
+    left = set(os.listdir(out))
+    assert set(user) <= left, ("the user's files were removed", set(user) - left)
+    assert not set(ours) & left, set(ours) & left
+    (out / "plots").mkdir()
+    puser = [f"mine.png.tmp.{DEAD_PID}", f"notes.tmp.{DEAD_PID}"]
+    pours = [f"plots.json.tmp.{DEAD_PID}"]
+    for f in puser + pours:
+        (out / "plots" / f).write_text("x\n")
+    p = subprocess.run([kvbench_bin, "plot", str(out)], capture_output=True, text=True, timeout=300)
+    assert p.returncode in (0, 1), p.stderr
+    left = set(os.listdir(out / "plots"))
+    assert set(puser) <= left, set(puser) - left
+    assert not set(pours) & left
+    # a new run removes plot's files and temporaries, not the user's
+    p = sweep(kvbench_bin, cfg, out, tiny, "--force")
+    assert p.returncode == 0, p.stderr
+    assert set(os.listdir(out / "plots")) == set(puser)
+    assert set(user) <= set(os.listdir(out))
