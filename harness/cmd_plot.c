@@ -122,9 +122,12 @@ static int check_tools(const plotctx *pc, kb_err *err) {
         snprintf(path, sizeof path, "%s/%s", pc->scripts, plot_scripts[i]);
         int e = stat(path, &st) ? errno : !S_ISREG(st.st_mode) ? EISDIR : access(path, R_OK) ? errno : 0;
         if (!e) continue;
-        if (env && *env)
-            return kb_fail(err, KB_EINPUT, "KVBENCH_PLOTS=%s: cannot read %s (%s); expected the directory of "
-                           "kvbench's gnuplot scripts (plots/ of its source tree)", env, path, strerror(e));
+        if (env && *env) {
+            char why[1500];
+            snprintf(why, sizeof why, "the directory of kvbench's gnuplot scripts (plots/ of its source tree), but "
+                     "%s cannot be read (%s)", path, strerror(e));
+            return kb_env_fail(err, "KVBENCH_PLOTS", env, why);
+        }
         return kb_fail(err, KB_EINPUT, "%s: cannot read (%s); plot reads its gnuplot scripts from ../plots beside "
                        "the kvbench binary (build/../plots), else from ./plots: set KVBENCH_PLOTS to their "
                        "directory (plots/ of kvbench's source tree)", path, strerror(e));

@@ -212,10 +212,38 @@ size_t machine_rss(void) {
     return (size_t)rss * (size_t)sysconf(_SC_PAGESIZE);
 }
 
+/* KVBENCH_MEM_LIMIT caps what kvbench plans with (tests, shared machines):
+ * a whole number of bytes >= 1, digits only, optionally followed by one of
+ * K, M, G, T (either case: KiB, MiB, GiB, TiB). Unset or empty: no cap (0).
+ * The one place its values are defined (machine.h, README.md). */
+int machine_mem_limit(size_t *bytes, kb_err *err) {
+    const char *e = getenv("KVBENCH_MEM_LIMIT");
+    *bytes = 0;
+    if (!e || !*e) return 0;
+    size_t v = 0, i = 0;
+    int ok = e[0] >= '0' && e[0] <= '9';
+    for (; ok && e[i] >= '0' && e[i] <= '9'; i++) {
+        if (v > (SIZE_MAX - (size_t)(e[i] - '0')) / 10) ok = 0;
+        else v = v * 10 + (size_t)(e[i] - '0');
+    }
+    if (ok && e[i]) {
+        static const char units[] = "KkMmGgTt"; /* 2^10, 2^20, 2^30, 2^40 */
+        const char *u = e[i + 1] ? NULL : strchr(units, e[i]);
+        int shift = u ? 10 * (int)((u - units) / 2 + 1) : 0;
+        if (!u || v > SIZE_MAX >> shift) ok = 0;
+        else v <<= shift;
+    }
+    if (!ok || !v)
+        return kb_env_fail(err, "KVBENCH_MEM_LIMIT", e,
+                           "a number of bytes (an integer >= 1, optionally followed by K, M, G or T "
+                           "for KiB, MiB, GiB or TiB)");
+    *bytes = v;
+    return 0;
+}
+
 size_t machine_mem_available(void) {
-    /* KVBENCH_MEM_LIMIT (bytes) caps what kvbench plans with (tests, shared machines) */
-    const char *lim = getenv("KVBENCH_MEM_LIMIT");
-    size_t cap = lim && *lim ? (size_t)strtoull(lim, NULL, 10) : 0;
+    size_t cap;
+    if (machine_mem_limit(&cap, NULL)) cap = 0; /* refused before any command runs (main.c) */
     FILE *f = fopen("/proc/meminfo", "r");
     if (!f) return cap;
     char line[256];

@@ -5,6 +5,8 @@
 
 #include <stddef.h>
 
+#include "kernels/kb_base.h"
+
 typedef struct kb_machine {
     char cpu[256];      /* /proc/cpuinfo model name */
     int cores;          /* online CPUs */
@@ -33,8 +35,12 @@ double machine_sgemm_gflops(int m, int n, int k, int reps);
 /* Peak resident set size of this process in bytes. */
 size_t machine_peak_rss(void);
 /* MemAvailable from /proc/meminfo in bytes (0 if unknown), capped by
- * $KVBENCH_MEM_LIMIT (bytes) when set. */
+ * $KVBENCH_MEM_LIMIT when set. */
 size_t machine_mem_available(void);
+/* $KVBENCH_MEM_LIMIT in bytes: 0 when unset or empty (no cap), else a whole
+ * number of bytes >= 1, optionally followed by K, M, G or T (either case;
+ * powers of 1024). Any other value: KB_EINPUT with a message naming it. */
+int machine_mem_limit(size_t *bytes, kb_err *err);
 /* Current resident set size in bytes. */
 size_t machine_rss(void);
 

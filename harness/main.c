@@ -6,7 +6,10 @@
 #include <unistd.h>
 
 #include "harness/cli.h"
+#include "harness/machine.h"
 #include "harness/version.h"
+#include "kernels/kernels.h"
+#include "kernels/quant.h"
 
 typedef struct {
     const char *name;
@@ -63,6 +66,23 @@ static void ensure_blas_kernels(char **argv) {
     /* exec failed: carry on with the slow kernels */
 }
 
+/* The environment variables that change what a command does (README.md's
+ * table), checked once before any command runs: a value outside the accepted
+ * ones is refused (exit 2, nothing written) rather than read as something
+ * else later. Each check lives next to where its variable is read, with the
+ * one list of its values. Paths ($KVBENCH_MODEL, $KVBENCH_CONFIGS,
+ * $KVBENCH_PLOTS, $TMPDIR) are checked where they are used. */
+static int check_env(void) {
+    size_t lim;
+    kb_err err = {0};
+    int rc = machine_mem_limit(&lim, &err);
+    if (!rc) rc = kb_hugepages_check_env(&err);
+    if (!rc) rc = kernels_check_env(&err);
+    if (!rc) rc = kb_matvec_check_env(&err);
+    if (rc) fprintf(stderr, "kvbench: %s\n", err.msg);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     ensure_blas_kernels(argv);
     if (argc < 2) {
@@ -78,7 +98,10 @@ int main(int argc, char **argv) {
         return 0;
     }
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
-        if (!strcmp(argv[1], subcommands[i].name)) return subcommands[i].fn(argc - 1, argv + 1);
+        if (!strcmp(argv[1], subcommands[i].name)) {
+            if (check_env()) return 2;
+            return subcommands[i].fn(argc - 1, argv + 1);
+        }
     fprintf(stderr, "kvbench: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

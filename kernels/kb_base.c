@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <time.h>
 
@@ -194,15 +195,44 @@ void *kb_realloc_or_die(void *p, size_t n, const char *file, int line) {
  * misses the TLB 512x less often, and the hardware prefetcher is not stopped
  * at every 4 KiB (docs/PERFORMANCE.md measures it). The bound on rounding
  * keeps peak RSS comparable: a huge page is resident as a whole once touched.
- * KVBENCH_HUGEPAGES=0 turns this off. */
+ * KVBENCH_HUGEPAGES=0 (or off, no, false) turns this off. */
 #define KB_HUGE (2u << 20)
+
+/* KVBENCH_HUGEPAGES: 1 on, 0 off, -1 not an accepted value (unset or empty
+ * is on). The one list of its values (kb_base.h, README.md). */
+static int hugepages_env(void) {
+    const char *e = getenv("KVBENCH_HUGEPAGES");
+    if (!e || !*e) return 1;
+    static const char *const off[] = {"0", "off", "no", "false"}, *const on[] = {"1", "on", "yes", "true"};
+    for (int i = 0; i < 4; i++) {
+        if (!strcasecmp(e, off[i])) return 0;
+        if (!strcasecmp(e, on[i])) return 1;
+    }
+    return -1;
+}
+
+int kb_hugepages_check_env(kb_err *err) {
+    if (hugepages_env() >= 0) return 0;
+    return kb_env_fail(err, "KVBENCH_HUGEPAGES", getenv("KVBENCH_HUGEPAGES"),
+                       "0, off, no or false (no huge pages), or 1, on, yes or true (the default)");
+}
+
 int kb_hugepages_on(void) {
     static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("KVBENCH_HUGEPAGES");
-        on = !(e && e[0] == '0');
-    }
+    if (on < 0) on = hugepages_env() != 0; /* not an accepted value: the default (main checks first) */
     return on;
+}
+
+int kb_env_fail(kb_err *err, const char *name, const char *value, const char *expected) {
+    char v[256];
+    size_t n = 0;
+    const unsigned char *p = (const unsigned char *)(value ? value : "");
+    for (; *p && n + 8 < sizeof v; p++) {
+        if (*p < 0x20 || *p == 0x7f) n += (size_t)snprintf(v + n, sizeof v - n, "\\x%02x", *p);
+        else v[n++] = (char)*p;
+    }
+    v[n] = 0;
+    return kb_fail(err, KB_EINPUT, "%s='%s%s': expected %s", name, v, *p ? "..." : "", expected);
 }
 
 /* The size of a block of r bytes: r, or r rounded up to whole 2 MiB pages

@@ -85,8 +85,19 @@ void kb_unmap(void *p, size_t n);
 /* Whether kb_amalloc puts large blocks on transparent huge pages (2 MiB
  * aligned, MADV_HUGEPAGE): blocks of 4 MiB and more, and blocks of 2 MiB and
  * more that rounding up to whole 2 MiB pages grows by at most an eighth;
- * yes unless the environment variable KVBENCH_HUGEPAGES is "0" (read once). */
+ * yes unless the environment variable KVBENCH_HUGEPAGES says off (read
+ * once; kb_hugepages_check_env lists the values). */
 int kb_hugepages_on(void);
+/* Checks KVBENCH_HUGEPAGES: unset or empty (on), "0", "off", "no", "false"
+ * (off), "1", "on", "yes", "true" (on), in any case. 0 when it is one of
+ * these, else KB_EINPUT with a message (kb_env_fail). kb_hugepages_on takes
+ * any other value as on; the kvbench binary checks first (harness/main.c). */
+int kb_hugepages_check_env(kb_err *err);
+
+/* The message for an environment variable holding a value outside the
+ * accepted ones: "NAME='value': expected <expected>" (control bytes in the
+ * value as \xNN, a long value cut), and returns KB_EINPUT. */
+int kb_env_fail(kb_err *err, const char *name, const char *value, const char *expected);
 
 char *kb_strdup(const char *s);
 

@@ -40,8 +40,15 @@ const kb_kernels kb_kernels_cpu = {
     .attn_dense_heads = kb_cpu_attn_dense_heads,
 };
 
+/* KVBENCH_KERNELS: unset or empty (cpu), "cpu" or "ref", nothing else. */
 const kb_kernels *kernels_get(void) {
     const char *e = getenv("KVBENCH_KERNELS");
-    if (e && !strcmp(e, "ref")) return &kb_kernels_ref;
+    if (e && !strcmp(e, kb_kernels_ref.name)) return &kb_kernels_ref;
     return &kb_kernels_cpu;
+}
+
+int kernels_check_env(kb_err *err) {
+    const char *e = getenv("KVBENCH_KERNELS");
+    if (!e || !*e || !strcmp(e, kb_kernels_cpu.name) || !strcmp(e, kb_kernels_ref.name)) return 0;
+    return kb_env_fail(err, "KVBENCH_KERNELS", e, "'cpu' (the default) or 'ref' (the reference kernels)");
 }

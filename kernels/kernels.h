@@ -114,5 +114,9 @@ extern const kb_kernels kb_kernels_cpu;
 
 /* The active backend (cpu unless KVBENCH_KERNELS=ref). */
 const kb_kernels *kernels_get(void);
+/* Checks KVBENCH_KERNELS: unset, empty, "cpu" or "ref" give 0, anything else
+ * KB_EINPUT with a message (kernels_get takes it as cpu; the kvbench binary
+ * checks first, harness/main.c). */
+int kernels_check_env(kb_err *err);
 
 #endif

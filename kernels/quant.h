@@ -100,8 +100,10 @@ void kb_matvec_q8(uint32_t type, const void *W, size_t row_bytes, int rows, int 
 /* Which one kb_matvec computes. Process-wide. The first kb_matvec_mode() (or
  * kb_matvec) call reads the environment variable KVBENCH_MATVEC once:
  * "x24" -> KB_MATVEC_X24, "exact" -> KB_MATVEC_EXACT, "q8" -> KB_MATVEC_Q8,
- * unset/empty -> kb_matvec_default_mode(); any other value prints one
- * warning on stderr and keeps the default.
+ * unset/empty -> kb_matvec_default_mode(); any other value ("x24" too in a
+ * build without the R16 kernels) prints one warning on stderr and keeps the
+ * default. The kvbench binary refuses such a value before any command runs
+ * (kb_matvec_check_env, harness/main.c).
  * KB_MATVEC_X24 differs from exact only in what the model loader does: it
  * repacks the Q4_1 and Q8_0 matrices kb_r16_regroups names (Q4_1 only on
  * AVX2 builds) to KB_LAYOUT_R16 (kb_r16_repack), whose
@@ -114,6 +116,9 @@ void kb_matvec_q8(uint32_t type, const void *W, size_t row_bytes, int rows, int 
 enum { KB_MATVEC_EXACT = 0, KB_MATVEC_Q8 = 1, KB_MATVEC_X24 = 2 };
 int kb_matvec_set_mode(int mode);
 int kb_matvec_mode(void);
+/* 0 when KVBENCH_MATVEC is unset, empty or a value kb_matvec_mode accepts
+ * here, else KB_EINPUT with a message naming it and the accepted values. */
+int kb_matvec_check_env(kb_err *err);
 /* "exact", "q8" or "x24" (for run records); "?" for an unknown mode. */
 const char *kb_matvec_mode_name(int mode);
 /* KB_MATVEC_X24 where this build has the R16 kernels (kb_r16_available),

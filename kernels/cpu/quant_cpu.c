@@ -2140,22 +2140,42 @@ int kb_r16_regroups(uint32_t type) {
 
 int kb_matvec_default_mode(void) { return kb_r16_available() ? KB_MATVEC_X24 : KB_MATVEC_EXACT; }
 
+/* KVBENCH_MATVEC: the mode it names, kb_matvec_default_mode() when unset or
+ * empty, or -1 for any other value (x24 too where the build lacks it). The
+ * one list of its values (quant.h, README.md). */
+static int matvec_env(const char *e) {
+    if (!e || !*e) return kb_matvec_default_mode();
+    if (!strcmp(e, "q8")) return KB_MATVEC_Q8;
+    if (!strcmp(e, "exact")) return KB_MATVEC_EXACT;
+    if (!strcmp(e, "x24") && kb_r16_available()) return KB_MATVEC_X24;
+    return -1;
+}
+
+static const char *matvec_expected(void) {
+    return kb_r16_available() ? "'x24', 'exact' or 'q8'"
+                              : "'exact' or 'q8' ('x24' is not in this build: it has neither AVX-512 "
+                                "VNNI + GFNI nor AVX2 + FMA + F16C)";
+}
+
+/* Not where a test compiles this file again under other names
+ * (tests/unit/test_quant_scalar.c, test_quant_avx2.c rename kb_matvec_mode
+ * and the rest): the check is the library's, for the binary's startup. */
+#ifndef kb_matvec_mode
+int kb_matvec_check_env(kb_err *err) {
+    const char *e = getenv("KVBENCH_MATVEC");
+    return matvec_env(e) >= 0 ? 0 : kb_env_fail(err, "KVBENCH_MATVEC", e, matvec_expected());
+}
+#endif
+
 int kb_matvec_mode(void) {
     int m = atomic_load(&matvec_mode);
     if (m >= 0) return m;
     const char *e = getenv("KVBENCH_MATVEC");
-    int want = kb_matvec_default_mode();
-    if (e && !strcmp(e, "q8")) {
-        want = KB_MATVEC_Q8;
-    } else if (e && !strcmp(e, "exact")) {
-        want = KB_MATVEC_EXACT;
-    } else if (e && !strcmp(e, "x24") && kb_r16_available()) {
-        want = KB_MATVEC_X24;
-    } else if (e && *e) {
+    int want = matvec_env(e);
+    if (want < 0) { /* library users; the kvbench binary refused it at startup (kb_matvec_check_env) */
+        want = kb_matvec_default_mode();
         fprintf(stderr, "kvbench: environment variable KVBENCH_MATVEC='%s' not understood "
-                        "(expected 'x24'%s, 'exact' or 'q8'); using %s\n", e,
-                kb_r16_available() ? "" : " (not in this build: no AVX-512 VNNI + GFNI)",
-                kb_matvec_mode_name(want));
+                        "(expected %s); using %s\n", e, matvec_expected(), kb_matvec_mode_name(want));
     }
     int expect = -1; /* a concurrent first call or kb_matvec_set_mode wins */
     atomic_compare_exchange_strong(&matvec_mode, &expect, want);

@@ -440,3 +440,77 @@ def test_json_duplicate_keys_and_trailing_text(kvbench_bin, tiny, tmp_path):
     rows.write_text('{"pred": "a", "answers": ["a"]}  \n')   # trailing blanks are fine
     p = run(kvbench_bin, "score", "--metric", "exact_match", rows)
     assert p.returncode == 0, p.stderr
+
+
+def test_env_values_checked_at_startup(kvbench_bin, tiny, tmp_path):
+    """The environment variables README's table lists are checked before any
+    command runs: a value outside the documented ones exits 2 with one line
+    naming the variable, the value and what was expected, and nothing is
+    written (no output directory, nothing on stdout). Until 2026-12-05
+    KVBENCH_MEM_LIMIT=8G was read as 8 bytes (the memory check then blamed
+    the machine) and =abc as no limit, KVBENCH_HUGEPAGES=no left huge pages
+    on, KVBENCH_KERNELS=REF silently ran the CPU kernels and
+    KVBENCH_MATVEC=bogus only warned."""
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"tasks": [{"task": "needle", "words": [20], "depths": 1, "per_cell": 1,
+                                          "max_new": 2}], "methods": ["full"]}))
+    out = tmp_path / "out"
+    bad = [("KVBENCH_MEM_LIMIT", v) for v in
+           ("abc", "0", "-1", "8X", "1.5G", " 8", "8 ", "+8", "0x10", "8GB", "G",
+            "99999999999999999999", "99999999999999T")]
+    bad += [("KVBENCH_HUGEPAGES", v) for v in ("maybe", "2", "00", " 0")]
+    bad += [("KVBENCH_KERNELS", v) for v in ("REF", "gpu", "reference")]
+    bad += [("KVBENCH_MATVEC", v) for v in ("bogus", "X24", "exact ")]
+    cmds = [["sweep", cfg, "-m", tiny, "--out", out],
+            ["generate", "-m", tiny, "-p", "hello", "-n", 2],
+            ["bench", "methods", "-m", tiny, "--contexts", 64, "--methods", "full", "--decode-tokens", 2,
+             "--reps", 1, "--out", out]]
+    for var, val in bad:
+        for cmd in cmds:
+            p = run(kvbench_bin, *cmd, env={var: val})
+            assert p.returncode == 2, (var, val, cmd[0], p.returncode, p.stderr)
+            assert p.stderr.startswith(f"kvbench: {var}='{val}': expected "), (var, val, p.stderr)
+            assert p.stderr.count("\n") == 1, (var, val, p.stderr)
+            assert p.stdout == "", (var, val, p.stdout)
+            assert not out.exists(), (var, val, cmd[0])
+    p = run(kvbench_bin, "generate", "-m", tiny, "-p", "hello", "-n", 2, env={"KVBENCH_MEM_LIMIT": "8G"})
+    assert p.returncode == 0, p.stderr
+    p = run(kvbench_bin, "generate", "-m", tiny, "-p", "hello", "-n", 2, env={"KVBENCH_MEM_LIMIT": "abc"})
+    assert p.returncode == 2 and "expected a number of bytes" in p.stderr, p.stderr
+
+
+def test_env_values_accepted(kvbench_bin, tiny):
+    """Every documented value runs, an empty variable is the same as an unset
+    one, and KVBENCH_MEM_LIMIT takes K, M, G and T (powers of 1024, either
+    case) after a whole number: 8G is 8 GiB (enough here), 1k is 1024 bytes
+    (too little, refused by the memory check as before, not as a bad value)."""
+    good = [("KVBENCH_MEM_LIMIT", v) for v in ("", "8589934592", "8G", "8g", "8192M", "8388608k", "1T")]
+    good += [("KVBENCH_HUGEPAGES", v) for v in ("", "0", "1", "no", "yes", "off", "on", "false", "true",
+                                                 "NO", "True")]
+    good += [("KVBENCH_KERNELS", v) for v in ("", "ref", "cpu")]
+    good += [("KVBENCH_MATVEC", v) for v in ("", "exact", "q8")]
+    for var, val in good:
+        p = run(kvbench_bin, "generate", "-m", tiny, "-p", "hello", "-n", 2, env={var: val})
+        assert p.returncode == 0, (var, val, p.stderr)
+        assert "KVBENCH_" not in p.stderr, (var, val, p.stderr)
+    for val in ("1k", "1K", "1000"):
+        p = run(kvbench_bin, "generate", "-m", tiny, "-p", "hello", "-n", 400, env={"KVBENCH_MEM_LIMIT": val})
+        assert p.returncode == 2 and "memory is available" in p.stderr, (val, p.stderr)
+        assert "expected a number" not in p.stderr, p.stderr
+
+
+def test_plot_scripts_dir_checked(kvbench_bin, tiny, tmp_path):
+    """KVBENCH_PLOTS naming a directory without kvbench's gnuplot scripts is
+    refused before anything is written, naming the variable and the missing
+    file. Until 2026-12-05 plot made RUN/plots/ and then each figure failed
+    with gnuplot's "Cannot load input from 'speedup.gp'" (exit 1)."""
+    out = tmp_path / "run"
+    p = run(kvbench_bin, "bench", "methods", "-m", tiny, "--contexts", 64, "--methods", "full",
+            "--decode-tokens", 2, "--reps", 1, "--out", out)
+    assert p.returncode == 0, p.stderr
+    nowhere = tmp_path / "noscripts"
+    nowhere.mkdir()
+    p = run(kvbench_bin, "plot", out, env={"KVBENCH_PLOTS": str(nowhere)})
+    assert p.returncode == 2, p.stderr
+    assert f"KVBENCH_PLOTS='{nowhere}': expected " in p.stderr and f"{nowhere}/common.gp" in p.stderr, p.stderr
+    assert p.stdout == "" and not (out / "plots").exists()

@@ -77,7 +77,7 @@ def test_plot_keeps_figures_when_it_cannot_draw(kvbench_bin, needle_run, tmp_pat
     env = dict(os.environ, KVBENCH_PLOTS=str(tmp_path / "nonexistent"))
     p = plot(kvbench_bin, run, env)
     assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
-    assert f"KVBENCH_PLOTS={tmp_path / 'nonexistent'}" in p.stderr and "common.gp" in p.stderr, p.stderr
+    assert f"KVBENCH_PLOTS='{tmp_path / 'nonexistent'}': expected " in p.stderr and "common.gp" in p.stderr, p.stderr
     assert snapshot(run / "plots") == before
 
     # one that lacks one script
