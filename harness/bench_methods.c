@@ -535,11 +535,17 @@ static int write_manifest(const kb_lat_opts *o, const bench_manifest *m, kb_err 
     cJSON_AddStringToObject(r, "kvbench_version", kb_version());
     cJSON_AddStringToObject(r, "git_commit", kb_git_desc());
     if (m->model_json) cJSON_AddItemToObject(r, "model", cJSON_Duplicate(m->model_json, 1));
-    cJSON_AddItemToObject(r, "machine", runinfo_machine_json());
+    /* the mode the cells' decode ran: the children loaded the model (x24
+     * keeps GGUF's layout, so the exact kernels, where the weights stay in
+     * the file map) */
+    const cJSON *used = cJSON_GetObjectItemCaseSensitive(m->model_json, "matvec");
+    const char *mv = cJSON_IsString(used) ? used->valuestring : NULL;
+    cJSON_AddItemToObject(r, "machine", runinfo_machine_json(mv));
     cJSON_AddNumberToObject(r, "read_bandwidth_gbps", m->bw);
     if (m->ho > 0) cJSON_AddNumberToObject(r, "handover_ns", m->ho);
     cJSON_AddStringToObject(r, "kernels", kernels_get()->name);
-    cJSON_AddStringToObject(r, "matvec", kb_matvec_mode_name(kb_matvec_mode()));
+    cJSON_AddStringToObject(r, "matvec", mv ? mv : kb_matvec_mode_name(kb_matvec_mode()));
+    cJSON_AddStringToObject(r, "matvec_requested", kb_matvec_mode_name(kb_matvec_mode()));
     cJSON_AddStringToObject(r, "kv_dtype", kb_dtype_name(o->kv));
     cJSON_AddStringToObject(r, "fill", fill_name(m->fill));
     cJSON_AddNumberToObject(r, "decode_tokens", o->decode_tokens);

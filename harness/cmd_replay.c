@@ -352,7 +352,7 @@ int cmd_replay(int argc, char **argv) {
     char exe[65];
     runinfo_build_sha256(exe);
     cJSON_AddStringToObject(js, "build_sha256", exe);
-    cJSON_AddItemToObject(js, "machine", runinfo_machine_json());
+    cJSON_AddItemToObject(js, "machine", runinfo_machine_json(NULL)); /* no model: the mode asked for */
     cJSON_AddStringToObject(js, "trace_dir", trace_abs);
     cJSON *th = cJSON_AddObjectToObject(js, "trace_sha256");
     for (int i = 0; i < KB_TRACE_NFILES; i++) cJSON_AddStringToObject(th, kb_trace_files[i], trace_sha[i]);

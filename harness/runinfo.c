@@ -82,6 +82,11 @@ cJSON *runinfo_model_json(const kb_model *m, const char *spec, const char *sha) 
     cJSON_AddNumberToObject(o, "n_ctx", h->n_ctx_train);
     cJSON_AddNumberToObject(o, "rope_theta", h->rope_theta);
     cJSON_AddNumberToObject(o, "weight_bytes_per_token", (double)m->weight_bytes);
+    /* what the loader did for the mat-vec mode (x24 regroups only weights
+     * kvbench may write: model.h) */
+    cJSON_AddStringToObject(o, "weights", model_weights_where(m));
+    cJSON_AddStringToObject(o, "matvec", kb_matvec_mode_name(model_matvec_mode(m)));
+    cJSON_AddNumberToObject(o, "r16_matrices", model_r16_matrices(m));
     if (m->tok) {
         cJSON *t = cJSON_AddObjectToObject(o, "tokenizer");
         cJSON_AddStringToObject(t, "model", tokenizer_model_name(m->tok));
@@ -96,7 +101,7 @@ void runinfo_build_sha256(char hex[65]) {
     if (sha256_file("/proc/self/exe", hex, &e)) snprintf(hex, 65, "unknown");
 }
 
-cJSON *runinfo_machine_json(void) {
+cJSON *runinfo_machine_json(const char *matvec_used) {
     kb_machine mc;
     machine_describe(&mc);
     cJSON *o = cJSON_CreateObject();
@@ -109,7 +114,10 @@ cJSON *runinfo_machine_json(void) {
     cJSON_AddStringToObject(o, "openblas_core", openblas_get_corename());
     cJSON_AddStringToObject(o, "backend", "cpu");
     cJSON_AddStringToObject(o, "kernels", kernels_get()->name);
-    cJSON_AddStringToObject(o, "matvec", kb_matvec_mode_name(kb_matvec_mode()));
+    const char *asked = kb_matvec_mode_name(kb_matvec_mode());
+    cJSON_AddStringToObject(o, "matvec", matvec_used ? matvec_used : asked);
+    cJSON_AddStringToObject(o, "matvec_requested", asked);
+    cJSON_AddBoolToObject(o, "hugepages", kb_hugepages_on());
     return o;
 }
 
@@ -136,7 +144,7 @@ void runinfo_init(kb_runinfo *r, const kb_sweep_config *c, const kb_model *m,
     char sha[65];
     model_sha256_text(model_spec, sha);
     cJSON_AddItemToObject(j, "model", runinfo_model_json(m, model_spec, sha));
-    cJSON_AddItemToObject(j, "machine", runinfo_machine_json());
+    cJSON_AddItemToObject(j, "machine", runinfo_machine_json(kb_matvec_mode_name(model_matvec_mode(m))));
     cJSON_AddStringToObject(j, "kv_dtype", kb_dtype_name(c->kv_dtype));
     cJSON_AddNumberToObject(j, "seed", (double)c->seed);
     char shard[32];

@@ -46,9 +46,13 @@ void runinfo_free(kb_runinfo *r);
 int model_sha256(const char *spec, char hex[65], kb_err *err);
 /* The same, or "unknown" when the file cannot be read. */
 void model_sha256_text(const char *spec, char hex[65]);
-/* A JSON object describing model, tokenizer and machine (also used by bench). */
+/* A JSON object describing model, tokenizer and machine (also used by bench).
+ * The machine's "matvec" is matvec_used, the mode decode ran with the model
+ * loaded (model_matvec_mode), or the one asked for when NULL (no model);
+ * "matvec_requested" the one asked for ($KVBENCH_MATVEC or the build's
+ * default), "hugepages" kb_hugepages_on(). */
 cJSON *runinfo_model_json(const kb_model *m, const char *spec, const char *sha);
-cJSON *runinfo_machine_json(void);
+cJSON *runinfo_machine_json(const char *matvec_used);
 /* The sha256 of this binary (run.json's build_sha256), or "unknown". */
 void runinfo_build_sha256(char hex[65]);
 

@@ -455,6 +455,25 @@ static void repack_layers(kb_model *m) {
     if (m->tied) m->tok_embd.layout = m->output.layout;
 }
 
+int model_r16_matrices(const kb_model *m) {
+    int n = m->output.layout == KB_LAYOUT_R16;
+    for (int l = 0; l < m->hp.n_layer; l++) {
+        const kb_layer_weights *L = &m->layers[l];
+        const kb_weight *w[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
+        for (int i = 0; i < 7; i++) n += w[i]->layout == KB_LAYOUT_R16;
+    }
+    return n;
+}
+
+const char *model_weights_where(const kb_model *m) {
+    return m->synthetic ? "synthetic" : m->gguf && m->gguf->data_copy ? "copy" : "map";
+}
+
+int model_matvec_mode(const kb_model *m) {
+    int mode = kb_matvec_mode();
+    return mode == KB_MATVEC_X24 && !model_r16_matrices(m) ? KB_MATVEC_EXACT : mode;
+}
+
 int model_load(const char *spec, kb_model **out, kb_err *err) {
     kb_model *m = KB_CALLOC(1, sizeof *m);
     int rc;

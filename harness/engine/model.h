@@ -55,6 +55,17 @@ int model_synthetic_hparams(const char *spec, kb_hparams *hp, kb_err *err);
 extern const char *const kb_synthetic_presets[];
 /* Bytes of weights one decode step reads (every layer matrix + output + norms). */
 size_t model_decode_weight_bytes(const kb_model *m);
+/* What the loader did for the mat-vec mode (run.json records it): the layer
+ * and output matrices it regrouped to KB_LAYOUT_R16 (a tied embedding counts
+ * once, as the output); where the weights are ("synthetic": generated in
+ * memory, "copy": a GGUF file's data copied to memory kvbench may write,
+ * "map": read from the file map, as when KVBENCH_HUGEPAGES is off, the data
+ * section is under 4 MiB or memory was short); and the mode decode runs:
+ * kb_matvec_mode(), except KB_MATVEC_EXACT when x24 regrouped nothing (every
+ * matrix in GGUF's layout runs the exact kernels). */
+int model_r16_matrices(const kb_model *m);
+const char *model_weights_where(const kb_model *m);
+int model_matvec_mode(const kb_model *m);
 
 /* Bytes of K+V for `tokens` tokens of every layer and KV head. */
 size_t model_kv_bytes(const kb_model *m, long tokens, kb_dtype t);

@@ -424,3 +424,60 @@ def test_sweep_latency_part(kvbench_bin, tiny_llama, tmp_path):
     assert p.returncode == 0, p.stderr
     assert (out / "latency.csv").read_bytes() == before
     assert "latency part" not in p.stderr
+
+
+def test_run_json_records_matvec_in_effect(kvbench_bin, model_file, tiny_llama, tmp_path):
+    """run.json records the mat-vec mode decode actually ran, not only the one
+    asked for: x24 regroups only weights kvbench may write (a GGUF's copy on
+    2 MiB pages, or synthetic weights); with huge pages off (or memory short
+    at load, or a data section under 4 MiB) the weights stay in the file map
+    and every matrix runs the exact kernels. Until 2026-12-05 both run.json
+    files said "x24" there (a decode ~2x slower recorded as x24). The
+    huge-page setting is recorded too (machine.hugepages)."""
+    env0 = {k: v for k, v in os.environ.items()
+            if k not in ("KVBENCH_MATVEC", "KVBENCH_HUGEPAGES", "KVBENCH_KERNELS", "KVBENCH_MEM_LIMIT")}
+
+    def bm(name, model, **env):
+        out = tmp_path / name
+        p = subprocess.run([kvbench_bin, "bench", "methods", "-m", str(model), "--contexts", "64", "--methods",
+                            "full", "--decode-tokens", "2", "--reps", "1", "--threads", "1", "--out", str(out)],
+                           capture_output=True, text=True, timeout=300, env=dict(env0, **env))
+        assert p.returncode == 0, p.stderr
+        return json.loads((out / "run.json").read_text())
+
+    on = bm("on", model_file, KVBENCH_HUGEPAGES="1")
+    want = on["matvec_requested"]  # the build's default: x24 where it has the kernels, else exact
+    assert want in ("x24", "exact")
+    assert on["machine"]["matvec_requested"] == want and on["machine"]["hugepages"] is True
+    if on["model"]["weights"] == "copy" and want == "x24":  # the copy can fail for want of memory
+        assert on["matvec"] == on["machine"]["matvec"] == on["model"]["matvec"] == "x24"
+        assert on["model"]["r16_matrices"] > 0
+    for name, hp in (("off", "0"), ("no", "no")):
+        off = bm(name, model_file, KVBENCH_HUGEPAGES=hp)
+        assert off["machine"]["hugepages"] is False
+        assert off["model"]["weights"] == "map" and off["model"]["r16_matrices"] == 0
+        assert off["matvec_requested"] == off["machine"]["matvec_requested"] == want
+        assert off["matvec"] == off["machine"]["matvec"] == off["model"]["matvec"] == "exact"
+    q8 = bm("q8", model_file, KVBENCH_MATVEC="q8")
+    assert q8["matvec"] == q8["model"]["matvec"] == q8["matvec_requested"] == "q8"
+    assert q8["model"]["r16_matrices"] == 0
+    syn = bm("syn", "synthetic:smollm2-135m", KVBENCH_HUGEPAGES="0")  # owned weights: regrouped anyway
+    assert syn["model"]["weights"] == "synthetic" and syn["machine"]["hugepages"] is False
+    if want == "x24":
+        assert syn["matvec"] == "x24" and syn["model"]["r16_matrices"] > 0
+
+    # the sweep's run.json: the same fields
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"tasks": [{"task": "needle", "words": [20], "depths": 1, "per_cell": 1,
+                                          "max_new": 2}], "methods": ["full"]}))
+    for name, model, env, weights in (("s_off", model_file, {"KVBENCH_HUGEPAGES": "0"}, "map"),
+                                      ("s_tiny", tiny_llama(), {}, "map")):  # under 4 MiB: not copied
+        out = tmp_path / name
+        p = subprocess.run([kvbench_bin, "sweep", str(cfg), "--out", str(out), "-m", str(model)],
+                           capture_output=True, text=True, timeout=300, env=dict(env0, **env))
+        assert p.returncode == 0, p.stderr
+        j = json.loads((out / "run.json").read_text())
+        assert j["machine"]["hugepages"] is (name != "s_off")
+        assert j["machine"]["matvec_requested"] == want
+        assert j["model"]["weights"] == weights and j["model"]["r16_matrices"] == 0
+        assert j["machine"]["matvec"] == j["model"]["matvec"] == "exact"
