@@ -110,12 +110,18 @@ static void emit(kb_table *out, const group *g, double base_dec, double score_ov
 /* A task's row over all its turns and kinds. */
 static int whole(const group *g) { return !strcmp(g->turn, "all") && !strcmp(g->kind, "all"); }
 
+/* Whether g is the baseline cell: label and budget (a cell's key) of the
+ * first row of the baseline method. */
+static int is_base(const group *g, const char *label, const char *budget) {
+    return !strcmp(g->label, label) && !strcmp(g->budget, budget);
+}
+
 /* Median decode ms/token of the baseline cell over every task's rows. */
-static double baseline_median_all(const group *gs, int ng, const char *baseline) {
+static double baseline_median_all(const group *gs, int ng, const char *label, const char *budget) {
     double *v = NULL;
     int n = 0;
     for (int j = 0; j < ng; j++)
-        if (whole(&gs[j]) && !strcmp(gs[j].label, baseline)) {
+        if (whole(&gs[j]) && is_base(&gs[j], label, budget)) {
             v = KB_REALLOC(v, (size_t)(n + gs[j].n) * sizeof(double));
             memcpy(v + n, gs[j].dec, (size_t)gs[j].n * sizeof(double));
             n += gs[j].n;
@@ -132,10 +138,12 @@ int summary_write(const char *samples_csv, const char *summary_csv, const char *
     if (rc) return rc;
     /* the baseline is the first cell (in the table's order, the config's)
      * that runs baseline_method, whatever its label: latency.csv's rule */
-    char baseline[256] = "";
+    char baseline[256] = "", base_budget[32] = "";
     for (int r = 0; r < t.nrow && !*baseline; r++)
-        if (!strcmp(table_get(&t, r, "method"), baseline_method))
+        if (!strcmp(table_get(&t, r, "method"), baseline_method)) { /* a cell is (label, budget) */
             snprintf(baseline, sizeof baseline, "%s", table_get(&t, r, "label"));
+            snprintf(base_budget, sizeof base_budget, "%s", table_get(&t, r, "budget"));
+        }
     group *gs = NULL;
     int ng = 0, cap = 0;
     /* tasks with several turns also get per-turn rows, tasks with several
@@ -167,7 +175,7 @@ int summary_write(const char *samples_csv, const char *summary_csv, const char *
         double base = -1;
         for (int j = 0; j < ng; j++)
             if (!strcmp(gs[j].task, gs[i].task) && !strcmp(gs[j].turn, gs[i].turn) &&
-                !strcmp(gs[j].kind, gs[i].kind) && !strcmp(gs[j].label, baseline))
+                !strcmp(gs[j].kind, gs[i].kind) && is_base(&gs[j], baseline, base_budget))
                 base = median(gs[j].dec, gs[j].n);
         emit(&out, &gs[i], base, -1, -1);
     }
@@ -218,7 +226,7 @@ int summary_write(const char *samples_csv, const char *summary_csv, const char *
                 merged.rd_bytes += gs[j].rd_bytes;
                 merged.comp += gs[j].comp;
             }
-            double base = baseline_median_all(gs, ng, baseline);
+            double base = baseline_median_all(gs, ng, baseline, base_budget);
             /* a mean over some of the tasks is not the macro average: no score */
             emit(&out, &merged, base, k == ntasks ? sum / k : NAN, n);
             free(merged.score);

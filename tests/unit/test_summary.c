@@ -147,6 +147,24 @@ int main(void) {
     if (r >= 0) CHECK_CLOSE(atof(table_get(&s, r, "speedup_vs_full")), 12.0 / 6, 1e-6, 0);
     table_free(&s);
 
+    /* a cell is (label, budget): Full KV and a budgeted cell may share a
+     * label, and the baseline is still the full one (before, the last group
+     * of that label: snapkv's) */
+    const row rx[] = {
+        {"one", "x", "0", "one", "x", "", "1", "9", "full"},
+        {"one", "x", "0", "one", "x", "32", "1", "3", "snapkv"},
+    };
+    write_samples(smp, rx, (int)(sizeof rx / sizeof rx[0]));
+    CHECK_EQ_INT(summary_write(smp, sum, "full", &err), 0);
+    CHECK_EQ_INT(table_read_csv(sum, NULL, 0, &s, &err), 0);
+    r = find(&s, "one", "all", "all", "x", "32");
+    CHECK(r >= 0);
+    if (r >= 0) CHECK_CLOSE(atof(table_get(&s, r, "speedup_vs_full")), 9.0 / 3, 1e-6, 0);
+    r = find(&s, "one", "all", "all", "x", "");
+    CHECK(r >= 0);
+    if (r >= 0) CHECK_CLOSE(atof(table_get(&s, r, "speedup_vs_full")), 1.0, 1e-6, 0);
+    table_free(&s);
+
     unlink(smp);
     unlink(sum);
     rmdir(dir);
