@@ -898,6 +898,17 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
                      d.m->hp.n_layer - 1);
         goto done_samples;
     }
+    if (o->dump_trace_layer >= 0) { /* traces go into the run's own traces/, never through a link */
+        char tdir[1200];
+        struct stat st;
+        snprintf(tdir, sizeof tdir, "%s/traces", out);
+        if (!lstat(tdir, &st) && !S_ISDIR(st.st_mode)) {
+            rc = kb_fail(err, KB_EINPUT, "--dump-trace: %s is %s, not a directory of the run: the traces would "
+                         "be written outside it (move it away, or use --out for a new run directory)", tdir,
+                         S_ISLNK(st.st_mode) ? "a symbolic link" : "a file");
+            goto done_samples;
+        }
+    }
     if (o->dry_run) {
         printf("run: %s -> %s\nmodel: %s\nsamples: %d (this shard %ld), cells per sample: %d\n",
                cfg.path, out, model_spec, samples.n, todo, cfg.n_cells);

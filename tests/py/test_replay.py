@@ -447,6 +447,14 @@ def test_traces_stay_in_their_run(tiny_llama, tmp_path):
     assert p.returncode == 0, p.stderr
     assert sorted(os.listdir(kept)) == names and all(
         "meta.json" in os.listdir(kept / n) for n in names)  # not followed
+    # nor written through: a traced run refuses a linked traces/ (before, the
+    # new traces went into the linked directory, beside the old ones)
+    os.unlink(out / "traces")
+    os.symlink(kept, out / "traces")
+    for extra in (("--dry-run",), ()):
+        p = sweep("--force", "--dump-trace", "0", *extra)
+        assert p.returncode == 2 and "traces is a symbolic link" in p.stderr, p.stderr
+        assert sorted(os.listdir(kept)) == names
 
 
 def test_replay_replaces_all_or_nothing(traces, tmp_path):
