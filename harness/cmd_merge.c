@@ -238,6 +238,7 @@ int cmd_merge(int argc, char **argv) {
     /* what a run --force replaces goes first, its run.json before the rest: a
      * merge killed on the way leaves no run.json beside the new tables */
     if (!rc) rc = run_dir_clear(out, &err);
+    if (!rc) run_dir_clean_stale(out); /* what a killed run was writing */
     if (!rc) {
         kb_table m;
         table_init(&m, kb_samples_cols, kb_samples_ncols);

@@ -114,10 +114,16 @@ def test_merge_refuses_tables_without_run_json(kvbench_bin, tiny, tmp_path):
         assert p.returncode == 2, (table, p.returncode, p.stderr)
         assert f"{table} has no run.json beside it" in p.stderr and "--force" in p.stderr, p.stderr
         assert os.listdir(out) == [table] and (out / table).read_text() == "mine\n"
+    # a merge, like a sweep, removes what a killed kvbench was writing there
+    # and nothing of the user's (before, merge removed neither)
+    stale, mine = f"samples.csv.tmp.{DEAD_PID}", f"notes.tmp.{DEAD_PID}"
+    for f in (stale, mine):
+        (out / f).write_text("x\n")
     p = subprocess.run([kvbench_bin, "merge", "--force", str(out), *map(str, shards)], capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert {"run.json", "samples.csv", "summary.csv"} <= set(os.listdir(out))
+    assert mine in os.listdir(out) and stale not in os.listdir(out), os.listdir(out)
 
 
 def test_bench_methods_refuses_tables_it_cannot_check(kvbench_bin, tiny, tmp_path):
