@@ -418,6 +418,16 @@ static void figure_draw(plotctx *pc, kb_atomic_file *dat, const char *script, co
     for (int f = 0; f < 2 && ok; f++)
         if (f ? pc->svg : pc->png) ok = !gnuplot(pc, script, out, f, all, &img[f]);
     kb_err e = {0};
+    /* a rename still fails where the name is a directory: found before the
+     * first one, so that nothing is replaced unless everything is */
+    for (int f = -1; f < 2 && ok; f++) {
+        const kb_atomic_file *a = f < 0 ? dat : &img[f];
+        struct stat st;
+        if (a->tmp[0] && !lstat(a->path, &st) && S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "kvbench plot: %s: is a directory, expected a file or nothing\n", a->path);
+            ok = 0;
+        }
+    }
     if (ok && !(ok = !atomic_rename(dat, &e))) fprintf(stderr, "kvbench plot: %s\n", e.msg);
     if (ok) figure_file(pc, out, "dat");
     for (int f = 0; f < 2 && ok; f++) {

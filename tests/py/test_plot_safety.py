@@ -126,6 +126,17 @@ def test_plot_keeps_figures_when_it_cannot_draw(kvbench_bin, needle_run, tmp_pat
     assert not [f for f in man["figures"] if f.get("failed")]
     assert {x for f in man["figures"] for x in f["files"]} == set(os.listdir(run / "plots")) - {"plots.json"}
 
+    # one of a figure's names is a directory: its rename would fail, so none of
+    # its files is replaced (before, the .dat and .png were, then the .svg
+    # failed); the inodes show whether a file was replaced
+    (run / "plots" / "accuracy_needle.svg").unlink()
+    (run / "plots" / "accuracy_needle.svg").mkdir()
+    ino = {f: os.stat(run / "plots" / f).st_ino for f in ("accuracy_needle.dat", "accuracy_needle.png")}
+    p = plot(kvbench_bin, run)
+    assert p.returncode == 1 and "accuracy_needle.svg: is a directory" in p.stderr, (p.returncode, p.stderr)
+    assert {f: os.stat(run / "plots" / f).st_ino for f in ino} == ino
+    assert not [f for f in os.listdir(run / "plots") if ".tmp." in f]
+
 
 def edit(path, change):
     with open(path, newline="") as fh:
