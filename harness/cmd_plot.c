@@ -1045,59 +1045,26 @@ int cmd_plot(int argc, char **argv) {
                                           "context_tokens", NULL};
     static const char *const lat_need[] = {"label", "budget", "context", "speedup_vs_full", NULL};
     static const char *const lat_num[] = {"budget", "context", "speedup_vs_full", NULL};
+    /* which tables there are, then what run.json says of them, then only the
+     * tables to draw are read and checked */
     int have_sum = access(path, R_OK) == 0, have_smp, have_lat;
-    if (have_sum && read_table(path, sum_need, sum_num, &sum, &err)) {
-        fprintf(stderr, "kvbench plot: %s\n", err.msg);
-        return 2;
-    }
     snprintf(path, sizeof path, "%s/samples.csv", pc.run);
     have_smp = access(path, R_OK) == 0;
-    if (have_smp && read_table(path, smp_need, smp_num, &smp, &err)) {
-        fprintf(stderr, "kvbench plot: %s\n", err.msg);
-        if (have_sum) table_free(&sum);
-        return 2;
-    }
-    snprintf(path, sizeof path, "%s/summary.csv", pc.run);
-    if (have_sum && check_kinds(path, &sum, have_smp ? &smp : NULL, &err)) {
-        fprintf(stderr, "kvbench plot: %s\n", err.msg);
-        table_free(&sum);
-        if (have_smp) table_free(&smp);
-        return 2;
-    }
     snprintf(path, sizeof path, "%s/latency.csv", pc.run);
     have_lat = access(path, R_OK) == 0;
-    if (have_lat && read_table(path, lat_need, lat_num, &lat, &err)) {
-        fprintf(stderr, "kvbench plot: %s\n", err.msg);
-        if (have_sum) table_free(&sum);
-        if (have_smp) table_free(&smp);
-        return 2;
-    }
     if (!have_sum && !have_lat) {
         fprintf(stderr, "kvbench plot: %s has neither summary.csv nor latency.csv\n", pc.run);
         return 2;
     }
-    /* the provenance: the tables' and run.json's sha256, and what run.json says */
-    if ((have_sum && table_sha(pc.run, "summary.csv", pc.sha_sum, &err)) ||
-        (have_smp && table_sha(pc.run, "samples.csv", pc.sha_smp, &err)) ||
-        (have_lat && table_sha(pc.run, "latency.csv", pc.sha_lat, &err))) {
-        fprintf(stderr, "kvbench plot: %s\n", err.msg);
-        if (have_sum) table_free(&sum);
-        if (have_smp) table_free(&smp);
-        if (have_lat) table_free(&lat);
-        return 2;
-    }
     snprintf(pc.model, sizeof pc.model, "model?");
     snprintf(path, sizeof path, "%s/run.json", pc.run);
-    cJSON *rj = NULL;
     if (access(path, F_OK) == 0) {
         char rsha[65];
+        cJSON *rj = NULL;
         if (json_load_file(path, &rj, &err) || sha256_file(path, rsha, &err)) {
             /* the figures would be drawn without what makes them traceable */
             fprintf(stderr, "kvbench plot: %s\n", err.msg);
             cJSON_Delete(rj);
-            if (have_sum) table_free(&sum);
-            if (have_smp) table_free(&smp);
-            if (have_lat) table_free(&lat);
             return 2;
         }
         const cJSON *m = cJSON_GetObjectItemCaseSensitive(rj, "model");
@@ -1105,32 +1072,52 @@ int cmd_plot(int argc, char **argv) {
         if (cJSON_IsString(nm)) gp_quote(pc.model, sizeof pc.model, nm->valuestring);
         pc.run_prov = run_provenance(rj, rsha, pc.run_line, sizeof pc.run_line);
         /* a table this run.json does not describe (summary.csv or samples.csv
-         * beside a bench methods run's) is not drawn: its figures would carry
-         * the provenance of another run */
+         * beside a bench methods run's) is neither read nor drawn: its figures
+         * would carry the provenance of another run */
         const cJSON *kind = cJSON_GetObjectItemCaseSensitive(rj, "kind");
         const char *k = cJSON_IsString(kind) ? kind->valuestring : NULL;
         static const char *const acc[] = {"summary.csv", "samples.csv"};
         int *have_acc[] = {&have_sum, &have_smp};
-        kb_table *acc_t[] = {&sum, &smp};
         for (int i = 0; i < 2; i++)
             if (*have_acc[i] && !run_kind_has_table(k, acc[i])) {
                 fprintf(stderr, "kvbench plot: warning: %s/%s is not drawn: the run.json beside it is a bench "
                         "methods run's, which writes no %s, so its figures could not be traced to their run\n",
                         pc.run, acc[i], acc[i]);
-                table_free(acc_t[i]);
                 *have_acc[i] = 0;
             }
         cJSON_Delete(rj);
         if (!have_sum && !have_lat) {
             fprintf(stderr, "kvbench plot: %s has no table its run.json describes\n", pc.run);
             cJSON_Delete(pc.run_prov);
-            if (have_smp) table_free(&smp);
             return 2;
         }
     } else {
         fprintf(stderr, "kvbench plot: warning: %s has no run.json: the figures cannot be traced to a "
                 "config, commit or model\n", pc.run);
         snprintf(pc.run_line, sizeof pc.run_line, "run: none (no run.json beside the table)");
+    }
+    /* the tables, each with its own columns and the numbers the figures read;
+     * summary.csv's kinds as summary_write writes them; their sha256 */
+    int rs = 0, rm = 0, rl = 0; /* read: to free */
+    snprintf(path, sizeof path, "%s/summary.csv", pc.run);
+    int bad = have_sum && !(rs = !read_table(path, sum_need, sum_num, &sum, &err));
+    snprintf(path, sizeof path, "%s/samples.csv", pc.run);
+    if (!bad) bad = have_smp && !(rm = !read_table(path, smp_need, smp_num, &smp, &err));
+    snprintf(path, sizeof path, "%s/summary.csv", pc.run);
+    if (!bad) bad = have_sum && check_kinds(path, &sum, have_smp ? &smp : NULL, &err);
+    snprintf(path, sizeof path, "%s/latency.csv", pc.run);
+    if (!bad) bad = have_lat && !(rl = !read_table(path, lat_need, lat_num, &lat, &err));
+    if (!bad)
+        bad = (have_sum && table_sha(pc.run, "summary.csv", pc.sha_sum, &err)) ||
+              (have_smp && table_sha(pc.run, "samples.csv", pc.sha_smp, &err)) ||
+              (have_lat && table_sha(pc.run, "latency.csv", pc.sha_lat, &err));
+    if (bad) {
+        fprintf(stderr, "kvbench plot: %s\n", err.msg);
+        cJSON_Delete(pc.run_prov);
+        if (rs) table_free(&sum);
+        if (rm) table_free(&smp);
+        if (rl) table_free(&lat);
+        return 2;
     }
     snprintf(pc.dir, sizeof pc.dir, "%s/plots", pc.run);
     gp_quote(pc.dir_q, sizeof pc.dir_q, pc.dir);

@@ -169,6 +169,12 @@ def test_plot_draws_no_accuracy_figures_beside_a_bench_run(kvbench_bin, tiny, tm
     assert {f["from"] for f in man["figures"]} <= {"latency.csv"}, man["figures"]
     # the tables stay: plot removes nothing of them
     assert (out / "summary.csv").read_bytes() == (run / "summary.csv").read_bytes()
+    # nor does it read them: a damaged kind there (which plot refuses where it
+    # draws the table) does not stop the latency figures
+    (out / "summary.csv").write_text((run / "summary.csv").read_text().replace(",all,all,", ",all,bogus,", 1))
+    (out / "samples.csv").write_text("not,a,samples,table\n")
+    p = subprocess.run([kvbench_bin, "plot", str(out)], capture_output=True, text=True, timeout=300)
+    assert p.returncode in (0, 1) and "bogus" not in p.stderr and "not drawn" in p.stderr, p.stderr
 
 
 def test_stale_temporaries_only_kvbench_own(kvbench_bin, tiny, tmp_path):
