@@ -175,6 +175,11 @@ static char *answers_json(const kb_turn *t) {
     return s;
 }
 
+/* samples.csv's kind of turn t: what it asks, or the task's name */
+static const char *row_kind(const kb_sample *s, int t) {
+    return s->turns[t].kind[0] ? s->turns[t].kind : s->task;
+}
+
 static void add_row(drv *d, long seq, const kb_sample *s, int t, const kb_cell *c, int ctx_tokens,
                     int prompt_tokens, double prefill_s, const turn_out *o, const char *pred,
                     const fid_vals *fv) {
@@ -187,7 +192,7 @@ static void add_row(drv *d, long seq, const kb_sample *s, int t, const kb_cell *
     v[k++] = s->task;
     v[k++] = s->id;
     v[k++] = fmt_long(b[1], 64, t);
-    v[k++] = tu->kind[0] ? tu->kind : s->task;
+    v[k++] = row_kind(s, t);
     v[k++] = c->p.ops->name;
     v[k++] = c->p.label;
     v[k++] = c->params_json;
@@ -487,9 +492,8 @@ int samples_check(const kb_table *t, const char *path, long n_samples, int shard
 static int samples_match_plan(const kb_table *t, const char *path, const kb_sample_list *l, kb_err *err) {
     for (int r = 0; r < t->nrow; r++) {
         const kb_sample *s = &l->v[atol(table_get(t, r, "seq"))];
-        const kb_turn *tu = &s->turns[atoi(table_get(t, r, "turn"))];
         const char *task = table_get(t, r, "task"), *id = table_get(t, r, "sample"), *kind = table_get(t, r, "kind");
-        const char *want = tu->kind[0] ? tu->kind : s->task;
+        const char *want = row_kind(s, atoi(table_get(t, r, "turn")));
         if (strcmp(task, s->task) || strcmp(id, s->id) || strcmp(kind, want))
             return kb_fail(err, KB_EINPUT, "%s: data row %d: task '%s', sample '%s', kind '%s', but seq %s turn %s "
                            "of this run's plan is %s/%s, kind '%s': the rows are of another plan (run without "
