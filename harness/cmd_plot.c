@@ -1111,23 +1111,17 @@ int cmd_plot(int argc, char **argv) {
         bad = (have_sum && table_sha(pc.run, "summary.csv", pc.sha_sum, &err)) ||
               (have_smp && table_sha(pc.run, "samples.csv", pc.sha_smp, &err)) ||
               (have_lat && table_sha(pc.run, "latency.csv", pc.sha_lat, &err));
+    snprintf(pc.dir, sizeof pc.dir, "%s/plots", pc.run);
+    gp_quote(pc.dir_q, sizeof pc.dir_q, pc.dir);
+    gp_quote(pc.scripts_q, sizeof pc.scripts_q, pc.scripts);
+    /* the scripts and gnuplot, before plots/ is touched */
+    if (!bad) bad = check_tools(&pc, &err) || make_dirs(pc.dir, &err);
     if (bad) {
         fprintf(stderr, "kvbench plot: %s\n", err.msg);
         cJSON_Delete(pc.run_prov);
         if (rs) table_free(&sum);
         if (rm) table_free(&smp);
         if (rl) table_free(&lat);
-        return 2;
-    }
-    snprintf(pc.dir, sizeof pc.dir, "%s/plots", pc.run);
-    gp_quote(pc.dir_q, sizeof pc.dir_q, pc.dir);
-    gp_quote(pc.scripts_q, sizeof pc.scripts_q, pc.scripts);
-    if (check_tools(&pc, &err) || make_dirs(pc.dir, &err)) { /* before plots/ is touched */
-        fprintf(stderr, "kvbench plot: %s\n", err.msg);
-        cJSON_Delete(pc.run_prov);
-        if (have_sum) table_free(&sum);
-        if (have_smp) table_free(&smp);
-        if (have_lat) table_free(&lat);
         return 2;
     }
     /* the previous list, and what a plot killed here left: the temporaries of
