@@ -138,6 +138,12 @@ def test_plot_keeps_figures_when_it_cannot_draw(kvbench_bin, needle_run, tmp_pat
     assert not [f for f in os.listdir(run / "plots") if ".tmp." in f]
 
 
+def two_kinds(t):
+    """samples.csv's rows alternately of kinds needle_b and needle_a (a mixed task)."""
+    for i, r in enumerate(t[1:]):
+        r[t[0].index("kind")] = "needle_a" if i % 2 else "needle_b"
+
+
 def edit(path, change):
     with open(path, newline="") as fh:
         t = list(csv.reader(fh))
@@ -210,8 +216,7 @@ def test_plot_checks_summary_kind(kvbench_bin, needle_run, tmp_path):
     # a mixed task: samples of two kinds; summary rows per kind are drawn from
     # (only the whole-task rows are plotted), a kind the samples lack is refused
     d = copy("mixed")
-    edit(d / "samples.csv", lambda t: [r.__setitem__(t[0].index("kind"), "needle_a" if i % 2 else "needle_b")
-                                        for i, r in enumerate(t[1:])])
+    edit(d / "samples.csv", two_kinds)
     edit(d / "summary.csv", per_kind("needle_a"))
     edit(d / "summary.csv", per_kind("needle_b"))
     p = plot(kvbench_bin, d)
@@ -219,8 +224,7 @@ def test_plot_checks_summary_kind(kvbench_bin, needle_run, tmp_path):
     if have_gnuplot():
         assert p.returncode == 0, p.stderr
     d = copy("mixed_bad")
-    edit(d / "samples.csv", lambda t: [r.__setitem__(t[0].index("kind"), "needle_a" if i % 2 else "needle_b")
-                                        for i, r in enumerate(t[1:])])
+    edit(d / "samples.csv", two_kinds)
     edit(d / "summary.csv", per_kind("needle_c"))
     p = plot(kvbench_bin, d)
     assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)

@@ -73,6 +73,24 @@ static void check_row(const kb_table *s, const char *task, const char *turn, con
     else CHECK_CLOSE(atof(table_get(s, r, "score")), score, 1e-4, 0); /* printed with %.6g */
 }
 
+/* summary.csv from smp: the whole-task rows of task "one" for cells (l1, b1)
+ * and (l2, b2) have speedups w1 and w2. */
+static void check_speedups(const char *smp, const char *sum, const char *l1, const char *b1, double w1,
+                           const char *l2, const char *b2, double w2) {
+    kb_err err = {0};
+    kb_table s;
+    CHECK_EQ_INT(summary_write(smp, sum, "full", &err), 0);
+    CHECK_EQ_INT(table_read_csv(sum, NULL, 0, &s, &err), 0);
+    const char *lab[2] = {l1, l2}, *bud[2] = {b1, b2};
+    double want[2] = {w1, w2};
+    for (int i = 0; i < 2; i++) {
+        int r = find(&s, "one", "all", "all", lab[i], bud[i]);
+        CHECK(r >= 0);
+        if (r >= 0) CHECK_CLOSE(atof(table_get(&s, r, "speedup_vs_full")), want[i], 1e-6, 0);
+    }
+    table_free(&s);
+}
+
 int main(void) {
     char dir[] = "/tmp/kvbench-test-summary.XXXXXX", smp[64], sum[64];
     CHECK(mkdtemp(dir) != NULL);
@@ -137,15 +155,7 @@ int main(void) {
         {"one", "y", "0", "one", "dense2", "", "1", "6", "full"},
     };
     write_samples(smp, rl, (int)(sizeof rl / sizeof rl[0]));
-    CHECK_EQ_INT(summary_write(smp, sum, "full", &err), 0);
-    CHECK_EQ_INT(table_read_csv(sum, NULL, 0, &s, &err), 0);
-    r = find(&s, "one", "all", "all", "snapkv", "32");
-    CHECK(r >= 0);
-    if (r >= 0) CHECK_CLOSE(atof(table_get(&s, r, "speedup_vs_full")), 12.0 / 4, 1e-6, 0);
-    r = find(&s, "one", "all", "all", "dense2", "");
-    CHECK(r >= 0);
-    if (r >= 0) CHECK_CLOSE(atof(table_get(&s, r, "speedup_vs_full")), 12.0 / 6, 1e-6, 0);
-    table_free(&s);
+    check_speedups(smp, sum, "snapkv", "32", 12.0 / 4, "dense2", "", 12.0 / 6);
 
     /* a cell is (label, budget): Full KV and a budgeted cell may share a
      * label, and the baseline is still the full one (before, the last group
@@ -155,15 +165,7 @@ int main(void) {
         {"one", "x", "0", "one", "x", "32", "1", "3", "snapkv"},
     };
     write_samples(smp, rx, (int)(sizeof rx / sizeof rx[0]));
-    CHECK_EQ_INT(summary_write(smp, sum, "full", &err), 0);
-    CHECK_EQ_INT(table_read_csv(sum, NULL, 0, &s, &err), 0);
-    r = find(&s, "one", "all", "all", "x", "32");
-    CHECK(r >= 0);
-    if (r >= 0) CHECK_CLOSE(atof(table_get(&s, r, "speedup_vs_full")), 9.0 / 3, 1e-6, 0);
-    r = find(&s, "one", "all", "all", "x", "");
-    CHECK(r >= 0);
-    if (r >= 0) CHECK_CLOSE(atof(table_get(&s, r, "speedup_vs_full")), 1.0, 1e-6, 0);
-    table_free(&s);
+    check_speedups(smp, sum, "x", "32", 9.0 / 3, "x", "", 1.0);
 
     unlink(smp);
     unlink(sum);
