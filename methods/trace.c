@@ -119,11 +119,8 @@ int trace_write(const char *dir, const kb_trace *t, kb_err *err) {
     cJSON_AddNumberToObject(mj, "layer", t->layer);
     if (t->kv_dtype >= 0) cJSON_AddStringToObject(mj, "kv_dtype", kb_dtype_name((kb_dtype)t->kv_dtype));
     cJSON_AddStringToObject(mj, "git_commit", kb_git_desc());
-    static const char *const from[] = {"model", "task", "sample", "cell"};
-    for (size_t i = 0; i < sizeof from / sizeof from[0]; i++) {
-        const cJSON *x = cJSON_GetObjectItemCaseSensitive(t->origin, from[i]);
-        if (x) cJSON_AddItemToObject(mj, from[i], cJSON_Duplicate(x, 1));
-    }
+    for (const cJSON *x = t->origin ? t->origin->child : NULL; x; x = x->next) /* model, task, sample, cell */
+        if (strcmp(x->string, "git_commit")) cJSON_AddItemToObject(mj, x->string, cJSON_Duplicate(x, 1));
     char *meta = json_print(mj, 0);
     cJSON_Delete(mj);
     size_t n = strlen(meta);
@@ -276,11 +273,11 @@ int trace_read(const char *dir, kb_trace *t, kb_err *err) {
     return rc;
 }
 
-/* x as stored in dt and read back */
+/* x as the cache stores it in dt (kb_elem_set) and reads it back */
 static float round_to(kb_dtype dt, float x) {
-    if (dt == KB_F16) return kb_f16_to_f32(kb_f32_to_f16(x));
-    if (dt == KB_BF16) return kb_bf16_to_f32(kb_f32_to_bf16(x));
-    return x;
+    float cell; /* room for one element of any type */
+    kb_elem_set(&cell, dt, 0, x);
+    return kb_elem_get(&cell, dt, 0);
 }
 
 int trace_check_dtype(const char *dir, const kb_trace *t, kb_dtype dt, const char *from, kb_err *err) {
