@@ -222,7 +222,7 @@ int cmd_generate(int argc, char **argv) {
             rc = trace_set_prefill(&tr, &pv, KB_MIN(W, pv.Wq), &err);
             char sha[65];
             model_sha256_text(cli_model_path(model), sha);
-            trace_set_origin(&tr, m->name, sha, NULL, NULL, NULL);
+            trace_set_origin(&tr, m->name, sha, NULL, NULL, method_params_to_json(&mp)); /* the method it decodes with */
             be = trace_be_wrap(&tw, be, &tr);
         }
         int32_t tok = ids[n - 1];

@@ -535,7 +535,7 @@ def _sha256(path):
 def test_replay_stats_name_the_trace_files_model_and_build(tiny_llama, tmp_path):
     """A sweep's trace names the model (name and sha256, as run.json), the
     commit that wrote it, and the task, sample and cell it traced; generate's
-    names the model and commit. replay's stats.json holds the trace's absolute
+    names the model, the commit and its method's parameters. replay's stats.json holds the trace's absolute
     path, the sha256 of every file it read, the trace's provenance from
     meta.json, build_sha256 and the machine, as run.json does. Before,
     meta.json held only max_new, S, layer and kv_dtype, and stats.json the
@@ -578,19 +578,25 @@ def test_replay_stats_name_the_trace_files_model_and_build(tiny_llama, tmp_path)
     assert st["build_sha256"] == _sha256(BIN) == run["build_sha256"]
     assert set(st["machine"]) == set(run["machine"]) and st["machine"]["host"] == run["machine"]["host"]
 
-    # generate's trace: model and commit, no task, sample or cell
+    # generate's trace: model, commit and the method that decoded it (its
+    # queries and new keys follow that method's outputs); no task or sample.
+    # Before, it named no method, so a trace of a rocketkv decode read as one
+    # of Full KV's.
     g = tmp_path / "g"
     p = subprocess.run([BIN, "generate", "-m", model, "-p", "the cat sat on the mat", "-n", "4",
+                        "--method", "quest", "--budget", "32",
                         "--dump-trace", "0", "--trace-dir", str(g)], capture_output=True, text=True, errors="replace",
                        timeout=120)
     assert p.returncode == 0, p.stderr
     gm = json.load(open(g / "meta.json"))
     assert gm["model"] == meta["model"] and gm["git_commit"] == run["git_commit"], gm
-    assert not {"task", "sample", "cell"} & set(gm), gm
+    assert not {"task", "sample"} & set(gm), gm
+    assert gm["cell"]["method"] == "quest" and gm["cell"]["budget"] == 32, gm
     p = replay(str(g), str(tmp_path / "og"), {"method": "full"})
     assert p.returncode == 0, p.stderr
     st = json.load(open(tmp_path / "og" / "stats.json"))
     assert st["trace"]["model"] == meta["model"] and "task" not in st["trace"]
+    assert st["trace"]["cell"] == gm["cell"]
 
     # an older meta.json, without these keys: read, and stats.json says nothing of them
     old = tmp_path / "old"
