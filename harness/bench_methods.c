@@ -835,13 +835,21 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
         struct stat st;
         int made = o->out_dir && stat(o->out_dir, &st) != 0; /* an error leaves no directory behind */
         if (o->out_dir && (rc = make_dirs(o->out_dir, err))) return rc;
+        /* where base came from, for the messages: without --out the user may not
+         * know that bench methods writes under $TMPDIR */
+        const char *from = o->out_dir  ? ""
+                           : tmp && *tmp ? " (from $TMPDIR, where bench methods keeps its prefill snapshots "
+                                           "without --out)"
+                                         : "";
         if (check_dir_len(base, err)) { /* $TMPDIR (an --out is checked already) */
+            size_t n = strlen(err->msg);
+            snprintf(err->msg + n, sizeof err->msg - n, "%s", from);
             if (made) rmdir(o->out_dir);
             return KB_EINPUT;
         }
         snprintf(snapdir, sizeof snapdir, "%s/.kvbench-prefill.%ld", base, (long)getpid());
         if (mkdir(snapdir, 0700) && errno != EEXIST) {
-            rc = kb_fail(err, KB_EINPUT, "%s: cannot create: %s", snapdir, strerror(errno));
+            rc = kb_fail(err, KB_EINPUT, "%s: cannot create: %s%s", snapdir, strerror(errno), from);
             if (made) rmdir(o->out_dir);
             return rc;
         }

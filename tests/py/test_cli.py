@@ -169,6 +169,15 @@ def test_long_paths(kvbench_bin, tiny, tmp_path):
     p = run(kvbench_bin, "bench", "methods", "-m", tiny, "--contexts", "64", "--methods", "full",
             env={"TMPDIR": long_path(tmp_path / "tmp", 600)})
     assert p.returncode == 2 and "a directory path of 600 bytes" in p.stderr, p.stderr
+    assert "from $TMPDIR" in p.stderr, p.stderr  # without --out the user may not know it is used
+    # a $TMPDIR that is missing or not a directory is named as such (before: only the
+    # snapshot directory's path, with no word of where it came from)
+    (tmp_path / "afile").write_text("")
+    for t in (tmp_path / "missing" / "x", tmp_path / "afile"):
+        p = run(kvbench_bin, "bench", "methods", "-m", tiny, "--contexts", "64", "--methods", "full",
+                env={"TMPDIR": str(t)})
+        assert p.returncode == 2 and "cannot create" in p.stderr and "from $TMPDIR" in p.stderr, p.stderr
+    assert not os.path.exists(tmp_path / "missing")
     # a config path run.json could not hold whole (config_file) is refused, not cut
     long_cfg = long_path(tmp_path / "cfg", 1030)
     with open(long_cfg, "w") as f:
