@@ -34,10 +34,12 @@
  * L >= its prompt budget; tests/py/test_latency.py checks it). */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <getopt.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +56,7 @@
 #include "harness/machine.h"
 #include "harness/rundir.h"
 #include "harness/runinfo.h"
+#include "harness/stop.h"
 #include "harness/table.h"
 #include "harness/version.h"
 #include "kernels/kernels.h"
@@ -432,8 +435,15 @@ typedef struct cell_out {
     cJSON *model;
 } cell_out;
 
+/* Asks a cell's process to end (the parent was asked to stop); returns 1. */
+static int end_child(pid_t pid) {
+    kill(pid, SIGTERM);
+    return 1;
+}
+
 /* Runs one cell in a child; fills *co from its JSON line. Returns the
- * child's exit status (its message is on stderr already). */
+ * child's exit status (its message is on stderr already), or 130 when a
+ * signal asked the parent to stop (stop.h): the cell's process is ended. */
 static int run_child(const char *spec, cell_out *co, kb_err *err) {
     int pfd[2];
     if (pipe(pfd)) return kb_fail(err, KB_ERUNTIME, "pipe: %s", strerror(errno));
@@ -443,6 +453,12 @@ static int run_child(const char *spec, cell_out *co, kb_err *err) {
     posix_spawn_file_actions_addclose(&fa, pfd[0]);
     posix_spawn_file_actions_addclose(&fa, pfd[1]);
     char *argv[] = {"kvbench", "bench", "methods", "--cell", (char *)spec, NULL};
+    if (stop_signal()) {
+        posix_spawn_file_actions_destroy(&fa);
+        close(pfd[0]);
+        close(pfd[1]);
+        return kb_fail(err, 130, "interrupted by %s", stop_signal_name(stop_signal()));
+    }
     pid_t pid;
     int e = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
@@ -454,15 +470,25 @@ static int run_child(const char *spec, cell_out *co, kb_err *err) {
     size_t cap = 4096, len = 0;
     char *buf = KB_MALLOC(cap);
     ssize_t r;
+    int stopped = 0; /* a signal asked the parent to stop: the cell is ended (a
+                      * Ctrl-C reaches the child too; a SIGTERM or SIGHUP sent
+                      * to the parent alone does not) */
     while ((r = read(pfd[0], buf + len, cap - len - 1)) > 0 || (r < 0 && errno == EINTR)) {
-        if (r < 0) continue;
+        if (r < 0) {
+            if (stop_signal() && !stopped) stopped = end_child(pid);
+            continue;
+        }
         len += (size_t)r;
         if (len + 1 == cap) buf = KB_REALLOC(buf, cap *= 2);
     }
     buf[len] = 0;
     close(pfd[0]);
     int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        if (stop_signal() && !stopped) stopped = end_child(pid);
+    if (stop_signal()) {
+        free(buf);
+        return kb_fail(err, 130, "interrupted by %s", stop_signal_name(stop_signal()));
     }
     int code = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
     if (WIFSIGNALED(st)) {
@@ -704,6 +730,10 @@ static int make_snapshots(const kb_lat_opts *o, int *ctx, int nctx, int W, const
     kb_attn_backend be = prefill_backend(&pf);
     int done = 0;
     for (int i = nctx - 1; i >= 0 && !rc; i--) { /* ctx[] is descending */
+        if (stop_signal()) { /* a signal: the caller removes what was written */
+            rc = kb_fail(err, 130, "interrupted by %s", stop_signal_name(stop_signal()));
+            break;
+        }
         if (!o->quiet) fprintf(stderr, "kvbench %s: prefill to %d tokens\n", o->cmd, ctx[i]);
         rc = forward_prefill(f, tok + done, ctx[i] - done, done, &be, NULL, 0, err);
         done = ctx[i];
@@ -727,19 +757,27 @@ static void remove_snapshots(const char *dir, const int *ctx, int nctx) {
     rmdir(dir);
 }
 
-/* Removes the snapshot directories a killed run left in dir (their owner
- * process is gone). */
+/* Removes the snapshot directories (.kvbench-prefill.<pid>) a killed run left
+ * in dir: their owner process is gone, and none holds the lock its owner
+ * takes on the directory (snapshot_lock), which also covers an owner in
+ * another PID namespace sharing the directory ($TMPDIR). */
 static void clean_stale_snapshots(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *e;
     while ((e = readdir(d))) {
-        const char *pre = ".kvbench-prefill.";
-        if (strncmp(e->d_name, pre, strlen(pre))) continue;
-        long pid = atol(e->d_name + strlen(pre));
+        const char *pre = ".kvbench-prefill.", *num = e->d_name + strlen(pre);
+        if (strncmp(e->d_name, pre, strlen(pre)) || !*num || strspn(num, "0123456789") != strlen(num))
+            continue;
+        long pid = atol(num);
         if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
         char sub[1200];
         snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
+        int fd = open(sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) continue; /* not a directory of ours (or gone) */
+        int busy = flock(fd, LOCK_EX | LOCK_NB) && errno == EWOULDBLOCK;
+        close(fd);
+        if (busy) continue;
         DIR *sd = opendir(sub);
         if (sd) {
             struct dirent *f;
@@ -794,7 +832,13 @@ int bench_latency(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_er
     if (!rc && own) run_dir_clean_stale(o->out_dir); /* what a killed bench methods was writing */
     /* the figures of an earlier run here were drawn from its latency.csv */
     if (!rc && own) rc = plots_clear(o->out_dir, err);
+    /* SIGINT, SIGTERM, SIGHUP: the running cell's process is ended, the rows
+     * of the contexts finished are kept (run.json: interrupted), the prefill
+     * snapshots removed; exit 128 + the signal (stop.h) */
+    stop_begin();
     if (!rc) rc = bench_latency_in(o, cells, n_cells, err);
+    stop_end();
+    if (rc && stop_signal()) rc = kb_fail(err, 130, "interrupted by %s", stop_signal_name(stop_signal()));
     if (rc && made) rmdir(o->out_dir); /* only if nothing was written into it */
     dir_unlock(lock_fd);
     return rc;
@@ -819,7 +863,7 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
     }
     if (o->threads) bench_set_threads(o->threads);
     char snapdir[1100] = "";
-    int rc = 0;
+    int rc = 0, snap_fd = -1;
     /* the model and the contexts are checked before the machine is measured
      * (seconds): a synthetic model's preset here, without building its
      * weights; a GGUF file by make_snapshots */
@@ -847,14 +891,21 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
             if (made) rmdir(o->out_dir);
             return KB_EINPUT;
         }
+        if (!o->out_dir) clean_stale_snapshots(base); /* an --out's are cleaned above */
         snprintf(snapdir, sizeof snapdir, "%s/.kvbench-prefill.%ld", base, (long)getpid());
         if (mkdir(snapdir, 0700) && errno != EEXIST) {
             rc = kb_fail(err, KB_EINPUT, "%s: cannot create: %s%s", snapdir, strerror(errno), from);
             if (made) rmdir(o->out_dir);
             return rc;
         }
+        /* held while the snapshots exist: clean_stale_snapshots leaves a locked
+         * directory alone (no lock where the file system has none: then the
+         * owner's pid alone decides) */
+        snap_fd = open(snapdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (snap_fd >= 0) flock(snap_fd, LOCK_EX | LOCK_NB);
         if ((rc = make_snapshots(o, ctx, nctx, W, snapdir, err))) {
             remove_snapshots(snapdir, ctx, nctx);
+            if (snap_fd >= 0) close(snap_fd);
             if (made) rmdir(o->out_dir);
             return rc;
         }
@@ -994,7 +1045,7 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
     }
     if (rc && wrote_manifest) { /* where it can be written, the run.json of a failed run says so */
         kb_err e2 = {0};
-        mf.status = "failed";
+        mf.status = stop_signal() ? "interrupted" : "failed";
         write_manifest(o, &mf, &e2);
     }
     free(outs);
@@ -1002,6 +1053,7 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
     free(bws);
     free(hos);
     if (snapdir[0]) remove_snapshots(snapdir, ctx, nctx);
+    if (snap_fd >= 0) close(snap_fd);
     if (!rc && o->out_dir && !o->quiet)
         fprintf(stderr, "kvbench %s: wrote %s/latency.csv\n", o->cmd, o->out_dir);
     cJSON_Delete(model_json);
@@ -1170,6 +1222,7 @@ int bench_methods(int argc, char **argv) {
     fflush(stdout);
     rc = bench_latency(&o, cells, ncells, &err);
     if (rc) fprintf(stderr, "kvbench bench methods: %s\n", err.msg);
+    if (rc == 130 && stop_signal()) rc = 128 + stop_signal(); /* the shell's code for that signal */
     free(cells);
     return rc;
 }

@@ -19,7 +19,6 @@
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +37,7 @@
 #include "harness/render.h"
 #include "harness/rundir.h"
 #include "harness/runinfo.h"
+#include "harness/stop.h"
 #include "harness/sha256.h"
 #include "harness/table.h"
 #include "harness/textnorm.h"
@@ -56,11 +56,6 @@ const char *const kb_samples_cols[] = {
     "compression_ratio", "recall", "mass_covered", "out_rel_err", "kl_vs_full", "top1_vs_full"};
 const int kb_samples_ncols = (int)(sizeof kb_samples_cols / sizeof kb_samples_cols[0]);
 
-/* the signal that asked the sweep to stop (SIGINT, SIGTERM, SIGHUP), or 0: the
- * current cell stops, the finished ones are kept, run.json says interrupted */
-static volatile sig_atomic_t interrupted = 0;
-static void on_sigint(int sig) { interrupted = sig; }
-static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
 
 /* Full KV's greedy run of a sample's first turn (fidelity reference):
  * tokens fed ([0] = the prompt's last token) and the logits of every step. */
@@ -133,7 +128,7 @@ static int decode_turn(drv *d, kb_methodset *ms, kb_attn_backend *via, const dou
     double read_tokeq = 0, read_bytes = 0, attended = 0, approx = 0;
     stop_text st = {stop, NULL, 0, 0};
     for (int i = 0; i < max_new; i++) {
-        if (interrupted) {
+        if (stop_signal()) {
             free(st.text);
             return 130;
         }
@@ -261,7 +256,7 @@ static int teacher_forced(drv *d, const kb_cell *c, const kb_method_ctx *ctx, fi
     int V = d->m->hp.n_vocab, pos = ctx->L_prompt - 1;
     double kl = 0, top1 = 0;
     for (int i = 0; i < d->ref.steps; i++) {
-        if (interrupted) {
+        if (stop_signal()) {
             methodset_free(ms);
             return 130;
         }
@@ -679,7 +674,7 @@ static int fid_reference(drv *d, const kb_sample *s, const sample_prep *sp, kb_e
     d->ref.logits = KB_MALLOC((size_t)max_new * V * sizeof(float));
     int32_t tok = sp->first.ids[sp->L - 1];
     stop_text st = {s->turns[0].stop, NULL, 0, 0}; /* as decode_turn stops */
-    for (int i = 0; i < max_new && !interrupted; i++) {
+    for (int i = 0; i < max_new && !stop_signal(); i++) {
         d->ref.tok[i] = tok;
         forward_decode(d->f, tok, sp->L - 1 + i, &be);
         memcpy(d->ref.logits + (size_t)i * V, d->f->logits, (size_t)V * sizeof(float));
@@ -689,7 +684,7 @@ static int fid_reference(drv *d, const kb_sample *s, const sample_prep *sp, kb_e
     }
     free(st.text);
     methodset_free(ms);
-    return interrupted ? 130 : 0;
+    return stop_signal() ? 130 : 0;
 }
 
 /* The positions the turns after the first (or every request of a
@@ -1005,11 +1000,9 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
     prefill_init(&d.pf, hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim, cfg.kv_dtype, W,
                  1024); /* grows with the samples */
     d.f = forward_new(d.m, 256);
-    struct sigaction sa, old[KB_ARRAY_LEN(stop_signals)];
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    for (size_t i = 0; i < KB_ARRAY_LEN(stop_signals); i++) sigaction(stop_signals[i], &sa, &old[i]);
-    interrupted = 0;
+    /* a signal (SIGINT, SIGTERM, SIGHUP) stops the current cell; the finished
+     * ones are kept and run.json says interrupted (stop.h) */
+    stop_begin();
 
     kb_progress pg;
     progress_init(&pg, todo * cfg.n_cells);
@@ -1104,13 +1097,13 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
             lo.out_dir = out;
             fprintf(stderr, "kvbench sweep: latency part: %d cells x %d contexts\n", cfg.n_cells, nctx);
             rc = bench_latency(&lo, cfg.cells, cfg.n_cells, err);
-            if (interrupted) rc = 130;
+            if (stop_signal()) rc = 130;
             else if (rc) kb_err_prefix(err, "latency part");
         }
     }
-    for (size_t i = 0; i < KB_ARRAY_LEN(stop_signals); i++) sigaction(stop_signals[i], &old[i], NULL);
+    stop_end();
     if (rc == 130) kb_fail(err, 130, "interrupted by %s: %d rows kept in %s; continue with --resume",
-                           interrupted == SIGTERM ? "SIGTERM" : interrupted == SIGHUP ? "SIGHUP" : "SIGINT",
+                           stop_signal_name(stop_signal()),
                            d.rows.nrow, d.samples_path);
     {
         /* tables stay consistent even when interrupted or failed */
@@ -1137,7 +1130,7 @@ done_rows:
 done_ri:
     runinfo_free(&ri);
     dir_unlock(lock_fd);
-    if (rc == 130 && interrupted) rc = 128 + interrupted; /* the shell's code for that signal */
+    if (rc == 130 && stop_signal()) rc = 128 + stop_signal(); /* the shell's code for that signal */
 done_samples:
     sample_list_free(&samples);
 done_model:

@@ -13,6 +13,7 @@ import re
 import subprocess
 
 import pytest
+from sigs import signals_at
 
 SMOL = {"layers": 30, "hkv": 3, "d": 64}  # synthetic:smollm2-135m
 
@@ -30,9 +31,10 @@ def rocket_T(S, B, N):
     return max(T, min(2 * N, S))
 
 
-def bench(kvbench_bin, *args, timeout=300):
+def bench(kvbench_bin, *args, timeout=300, env_tmp=None):
+    env = {**os.environ, "TMPDIR": env_tmp} if env_tmp else None
     return subprocess.run([kvbench_bin, "bench", "methods", *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def test_bench_methods_table(kvbench_bin, tmp_path):
@@ -481,3 +483,107 @@ def test_run_json_records_matvec_in_effect(kvbench_bin, model_file, tiny_llama, 
         assert j["machine"]["matvec_requested"] == want
         assert j["model"]["weights"] == weights and j["model"]["r16_matrices"] == 0
         assert j["machine"]["matvec"] == j["model"]["matvec"] == "exact"
+
+
+def _children(pid):
+    """The pids of pid's child processes (Linux's /proc/PID/task/TID/children)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def _gone(pid, within=30):
+    """Whether process pid ends within `within` seconds (a zombie counts as ended)."""
+    import time
+    end = time.time() + within
+    while time.time() < end:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except OSError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_bench_methods_stops_on_a_signal(kvbench_bin, tiny_llama, tmp_path):
+    """A signal sent to bench methods alone (not to its cell's process, as a
+    batch scheduler's SIGTERM or kill(1)) ends the running cell's process,
+    keeps the rows of the contexts finished (run.json "interrupted"), removes
+    the prefill snapshots, and exits 128 + the signal. Without --out, the
+    snapshots under $TMPDIR go too. Before, the parent died at once: the
+    snapshot directory stayed (under $TMPDIR, hidden, ~400 MB for the default
+    model's default contexts), run.json said "running", and the cell's
+    process ran on to its end."""
+    import signal
+    import time
+    model = tiny_llama(n_ctx=4096)
+    slow = ["--methods", "full", "--decode-tokens", "1500", "--reps", "6"]
+    for sig, with_out in ((signal.SIGTERM, True), (signal.SIGINT, False)):
+        tmp = tmp_path / f"tmp{int(sig)}"
+        tmp.mkdir()
+        out = tmp_path / f"out{int(sig)}"
+        args = [kvbench_bin, "bench", "methods", "-m", model, "--contexts", "512,256", *slow]
+        if with_out:
+            args += ["--out", str(out)]
+        p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "TMPDIR": str(tmp)}, preexec_fn=signals_at(signal.SIG_DFL))
+        snap_base = out if with_out else tmp
+        deadline = time.time() + 240
+        child = []
+        while time.time() < deadline and p.poll() is None:
+            ready = (out / "latency.csv").exists() if with_out else any(
+                n.startswith(".kvbench-prefill.") and os.listdir(snap_base / n)
+                for n in os.listdir(snap_base))
+            child = _children(p.pid)
+            if ready and child:
+                break
+            time.sleep(0.02)
+        assert p.poll() is None and child, "the run ended before a cell of its second context began"
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 128 + sig, (p.returncode, err)
+        assert f"interrupted by {signal.Signals(sig).name}" in err, err
+        assert all(_gone(c) for c in child), "the cell's process outlived its parent"
+        assert not [n for n in os.listdir(snap_base) if n.startswith(".kvbench-prefill.")], os.listdir(snap_base)
+        assert os.listdir(tmp) == []
+        if with_out:
+            assert json.load(open(out / "run.json"))["status"] == "interrupted"
+            (row,) = read(out / "latency.csv")  # the first context (512), finished
+            assert row["context"] == "512"
+        else:
+            assert not out.exists()
+
+
+def test_bench_methods_cleans_stale_snapshots_in_tmpdir(kvbench_bin, tiny_llama, tmp_path):
+    """Without --out, the snapshot directories that killed runs (SIGKILL, a
+    crash) left in $TMPDIR are removed: those whose process is gone and whose
+    directory no live process holds locked. A locked one (its owner in another
+    PID namespace sharing the directory) and names not of the form
+    .kvbench-prefill.<digits> stay. Before, only an --out directory was
+    cleaned, and $TMPDIR filled with hidden snapshots."""
+    import fcntl
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead = gone.pid
+    for name in (f".kvbench-prefill.{dead}", f".kvbench-prefill.{dead}0", f".kvbench-prefill.{dead}x",
+                 "mine"):
+        (tmp / name).mkdir()
+        (tmp / name / "ctx64.bin").write_bytes(b"x" * 100)
+    # .kvbench-prefill.<dead>0: a pid that is (almost surely) free too, but locked
+    if os.path.exists(f"/proc/{dead}0"):
+        pytest.skip("the pid chosen as free is in use")
+    fd = os.open(tmp / f".kvbench-prefill.{dead}0", os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        p = bench(kvbench_bin, "-m", tiny_llama(), "--contexts", "64", "--methods", "full",
+                  "--decode-tokens", "2", "--reps", "1", env_tmp=str(tmp))
+    finally:
+        os.close(fd)
+    assert p.returncode == 0, p.stderr
+    assert sorted(os.listdir(tmp)) == sorted([f".kvbench-prefill.{dead}0", f".kvbench-prefill.{dead}x", "mine"])

@@ -18,6 +18,7 @@ import xml.etree.ElementTree as ET
 import zlib
 
 import pytest
+from sigs import signals_at
 
 TIMING = {"prefill_ms", "decode_ms_per_token", "attn_ms_per_token"}
 SUMMARY_TIMING = {"decode_ms_per_token", "speedup_vs_full"}
@@ -473,6 +474,29 @@ def test_samples_fingerprint(kvbench_bin, tiny, tmp_path):
     assert not (tmp_path / "m").exists()
 
 
+def test_an_ignored_signal_stays_ignored(kvbench_bin, tiny, tmp_path):
+    """`nohup kvbench sweep ... &` then closing the terminal: SIGHUP was
+    ignored when kvbench started, so it does not stop the sweep, which runs to
+    its end. Before, the sweep installed its handler over nohup's SIG_IGN and
+    stopped as interrupted (exit 129) when the terminal closed."""
+    cfg = needle_config(tmp_path, max_new=24)
+    out = tmp_path / "run"
+    p = subprocess.Popen([kvbench_bin, "sweep", cfg, "--out", str(out), "-m", tiny],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=signals_at(signal.SIG_IGN, (signal.SIGHUP,)))
+    deadline = time.time() + 120
+    while time.time() < deadline and p.poll() is None:
+        if (out / "samples.csv").exists() and len(rows(out / "samples.csv")) >= 5:
+            break
+        time.sleep(0.005)
+    if p.poll() is not None:
+        pytest.skip("the run finished before the signal could be sent")
+    p.send_signal(signal.SIGHUP)
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 0, (p.returncode, err)
+    assert json.load(open(out / "run.json"))["status"] == "done"
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP],
                          ids=["SIGINT", "SIGTERM", "SIGHUP"])
 def test_sigint_keeps_finished_cells(kvbench_bin, tiny, tmp_path, sig):
@@ -482,7 +506,8 @@ def test_sigint_keeps_finished_cells(kvbench_bin, tiny, tmp_path, sig):
     cfg = needle_config(tmp_path, max_new=24)
     out = tmp_path / "run"
     p = subprocess.Popen([kvbench_bin, "sweep", cfg, "--out", str(out), "-m", tiny],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=signals_at(signal.SIG_DFL))
     deadline = time.time() + 120
     while time.time() < deadline and p.poll() is None:
         if (out / "samples.csv").exists() and len(rows(out / "samples.csv")) >= 5:
