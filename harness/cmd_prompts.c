@@ -277,10 +277,7 @@ int cmd_prompts(int argc, char **argv) {
             free(line);
             cJSON_Delete(j);
         }
-        if (out_path)
-            rc = atomic_commit(&af, &err);
-        else
-            fflush(stdout);
+        if (out_path) rc = atomic_commit(&af, &err); /* stdout: main's check (stdout_done) */
     }
 done:
     sample_list_free(&all);

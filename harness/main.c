@@ -1,5 +1,6 @@
 /* main.c - the kvbench binary: dispatches to one subcommand. */
 #include <cblas.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +84,26 @@ static int check_env(void) {
     return rc;
 }
 
+/* What a command printed on stdout must have reached it: stdout is buffered,
+ * so a write that fails (a full disk, a file-size limit) usually fails at the
+ * flush after the command returned, which exit() would ignore and report
+ * success. Checked once here for every command (and --help, --version): the
+ * flush's errno, or the stream's error flag for an earlier failed write (a
+ * streaming command's flush), is exit 1 with the command named. A command
+ * that already failed keeps its own exit status. */
+static int stdout_done(const char *cmd, int rc) {
+    errno = 0;
+    int bad = fflush(stdout) != 0;
+    int e = errno;
+    if (!bad && !ferror(stdout)) return rc;
+    if (bad && e)
+        fprintf(stderr, "kvbench%s%s: writing the output failed: %s\n", cmd ? " " : "", cmd ? cmd : "",
+                strerror(e));
+    else
+        fprintf(stderr, "kvbench%s%s: writing the output failed\n", cmd ? " " : "", cmd ? cmd : "");
+    return rc ? rc : 1;
+}
+
 int main(int argc, char **argv) {
     ensure_blas_kernels(argv);
     if (argc < 2) {
@@ -91,16 +112,16 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
-        return 0;
+        return stdout_done(NULL, 0);
     }
     if (!strcmp(argv[1], "--version")) {
         printf("kvbench %s (commit %s)\n", kb_version(), kb_git_desc());
-        return 0;
+        return stdout_done(NULL, 0);
     }
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
         if (!strcmp(argv[1], subcommands[i].name)) {
             if (check_env()) return 2;
-            return subcommands[i].fn(argc - 1, argv + 1);
+            return stdout_done(subcommands[i].name, subcommands[i].fn(argc - 1, argv + 1));
         }
     fprintf(stderr, "kvbench: unknown command '%s'\n", argv[1]);
     usage(stderr);
