@@ -84,6 +84,16 @@ int cli_parse_int_list(const char *s, long lo, long hi, int32_t **out, int *n, c
     return 0;
 }
 
+int cli_check_param_key(const char *opt, const char *kv, kb_err *err) {
+    static const char *const own[] = {"method", "budget", "budgets"};
+    size_t kl = strcspn(kv, "=");
+    for (size_t i = 0; i < KB_ARRAY_LEN(own); i++)
+        if (kl == strlen(own[i]) && !strncmp(kv, own[i], kl))
+            return kb_fail(err, KB_EINPUT, "%s %s: give the method with --method and the budget with --budget",
+                           opt, kv);
+    return 0;
+}
+
 /* digits only (no sign, no space), at most 9 of them */
 static int digits(const char *s, const char **end, long *v) {
     const char *p = s;

@@ -33,6 +33,14 @@ int cli_parse_double(const char *cmd, const char *opt, const char *s, double lo,
  * with why = "expected integers in [lo, hi], got 'ITEM'" (the whole item,
  * at most 40 bytes of it). */
 int cli_parse_int_list(const char *s, long lo, long hi, int32_t **out, int *n, char *why, size_t why_n);
+/* A method parameter given on the command line as KEY=VALUE (generate --set,
+ * replay --param) whose KEY is method, budget or budgets: those have options
+ * of their own (--method, --budget), and a parameter that overrode them
+ * would make the command run another cell than the one its options name.
+ * Returns 2 with "OPT KEY=VALUE: give the method with --method and the
+ * budget with --budget" in err for those keys, else 0. */
+struct kb_err;
+int cli_check_param_key(const char *opt, const char *kv, struct kb_err *err);
 /* "I/N" with 0 <= I < N <= KB_MAX_SHARDS, digits only: 0 on success, -1
  * otherwise (the caller names the option or file). */
 #define KB_MAX_SHARDS 100000

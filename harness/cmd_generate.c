@@ -50,13 +50,7 @@ static int params_from_cli(const char *method, long budget, char **sets, int nse
             rc = kb_fail(err, KB_EINPUT, "--set expects KEY=VALUE, got '%s'", sets[i]);
             break;
         }
-        size_t kl = (size_t)(eq - sets[i]);
-        if ((kl == 6 && !strncmp(sets[i], "method", 6)) || (kl == 6 && !strncmp(sets[i], "budget", 6)) ||
-            (kl == 7 && !strncmp(sets[i], "budgets", 7))) {
-            rc = kb_fail(err, KB_EINPUT, "--set %s: give the method with --method and the budget with "
-                         "--budget", sets[i]);
-            break;
-        }
+        if ((rc = cli_check_param_key("--set", sets[i], err))) break;
         cJSON *v = json_cli_value(eq + 1, "--set", sets[i], err);
         if (!v) {
             rc = KB_EINPUT;

@@ -50,7 +50,8 @@ static void usage(FILE *f) {
             "a kept.npy left by an earlier replay is removed otherwise) and stats.json into --out.\n"
             "The cache type is the trace's (meta.json kv_dtype; f32 if absent) unless --kv-dtype.\n"
             "--param values are JSON (numbers, true/false, arrays)\n"
-            "or bare strings, e.g. --param kernel=adaptive --param alpha=0.5.\n");
+            "or bare strings, e.g. --param kernel=adaptive --param alpha=0.5 (the method and the\n"
+            "budget are given with --method and --budget, not --param).\n");
 }
 
 typedef struct step_stat {
@@ -182,6 +183,11 @@ int cmd_replay(int argc, char **argv) {
             fprintf(stderr, "kvbench replay: --param expects key=value, got '%s'\n", params[i]);
             free(params);
             return 2;
+        }
+        if (cli_check_param_key("--param", params[i], &err)) {
+            cJSON_Delete(obj);
+            free(params);
+            return fail(2, err.msg);
         }
         char key[128];
         snprintf(key, sizeof key, "%.*s", (int)(eq - params[i]), params[i]);

@@ -64,3 +64,34 @@ def test_stdout_write_failure_is_an_error(kvbench_bin, tiny, tmp_path):
     for args in cases.values():
         p = run(kvbench_bin, *args)
         assert p.returncode == 0 and p.stdout, (args, p.stderr)
+
+
+@pytest.fixture(scope="module")
+def trace(kvbench_bin, tiny, tmp_path_factory):
+    """a replay trace of layer 0 written by generate"""
+    d = tmp_path_factory.mktemp("trace") / "t"
+    p = run(kvbench_bin, "generate", "-m", tiny, "-p", "the cat sat on the mat " * 8, "-n", "4",
+            "--dump-trace", "0", "--trace-dir", d)
+    assert p.returncode == 0, p.stderr
+    return d
+
+
+def test_replay_param_cannot_replace_method_or_budget(kvbench_bin, trace, tmp_path):
+    """replay --param method=... / budget=... / budgets=...: exit 2 as
+    generate --set does (the method and budget have options of their own),
+    nothing written. Before, the --param silently replaced --method or
+    --budget: `--method snapkv --budget 64 --param method=quest` ran quest."""
+    out = tmp_path / "o"
+    for extra, kv in [(["--method", "snapkv", "--budget", "64"], "method=quest"),
+                      (["--method", "snapkv", "--budget", "64"], "budget=32"),
+                      (["--method", "snapkv", "--budget", "64"], "budgets=[32]"),
+                      (["--config", '{"method": "snapkv", "budget": 64}'], "method=quest")]:
+        p = run(kvbench_bin, "replay", "--trace", trace, "--out", out, *extra, "--param", kv)
+        refused(p, f"--param {kv}: give the method with --method and the budget with --budget")
+        assert not out.exists(), (kv, os.listdir(out))
+    # other parameters still go through --param, and the method is --method's
+    p = run(kvbench_bin, "replay", "--trace", trace, "--out", out, "--method", "snapkv", "--budget", "64",
+            "--param", "kernel=3")
+    assert p.returncode == 0, p.stderr
+    stats = json.load(open(out / "stats.json"))
+    assert stats["method"] == "snapkv" and stats["params"]["budget"] == 64 and stats["params"]["kernel"] == 3, stats
