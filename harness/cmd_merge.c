@@ -5,7 +5,10 @@
  * listing the shards; shard 0's latency.csv (the latency part runs there)
  * is copied. The shards must come from the same config, overrides, model and
  * KV type, be complete (status done), and be the whole set 0/N..N-1/N, whose
- * rows hold every sample of the plan once (samples_check on each). OUT must
+ * rows hold every sample of the plan once (samples_check on each). The
+ * merged run.json is shard 0/N's with the run's times (first start, last
+ * end), no trace (dump_trace null: traces stay in the shards) and, per shard
+ * in merged_from, its machine, times and dump_trace. OUT must
  * not hold a run nor tables without their run.json (run_dir_check_tables;
  * either unless --force) and is never one of the shards. */
 #include <cjson/cJSON.h>
@@ -259,16 +262,40 @@ int cmd_merge(int argc, char **argv) {
         else remove(to); /* --force over a run that had one */
     }
     if (!rc) {
-        cJSON *j = cJSON_Duplicate(runs[0], 1);
+        /* shard 0/N's run.json, whatever the order the shards were given in:
+         * the keys every shard shares (checked above), and the machine and
+         * loader's record (model.weights, model.matvec) of the shard that
+         * measured latency.csv, copied from it */
+        cJSON *j = cJSON_Duplicate(runs[zero], 1);
         cJSON_DeleteItemFromObjectCaseSensitive(j, "shard");
         cJSON_DeleteItemFromObjectCaseSensitive(j, "earlier_sessions"); /* shard 0's: in merged_from */
         cJSON_AddStringToObject(j, "shard", "merged");
+        /* the traces stay in the shards' traces/ (each shard's dump_trace is
+         * in merged_from): OUT holds none */
+        cJSON_DeleteItemFromObjectCaseSensitive(j, "dump_trace");
+        cJSON_AddNullToObject(j, "dump_trace");
+        /* the run's times: its first shard's start and its last shard's end
+         * (the ISO times sort as strings); no session wrote this file */
+        const char *t0 = NULL, *t1 = NULL;
+        for (int i = 0; i < ns; i++) {
+            const cJSON *a = field(runs[i], "start_time"), *b = field(runs[i], "end_time");
+            if (cJSON_IsString(a) && (!t0 || strcmp(a->valuestring, t0) < 0)) t0 = a->valuestring;
+            if (cJSON_IsString(b) && (!t1 || strcmp(b->valuestring, t1) > 0)) t1 = b->valuestring;
+        }
+        cJSON_DeleteItemFromObjectCaseSensitive(j, "start_time");
+        cJSON_DeleteItemFromObjectCaseSensitive(j, "end_time");
+        cJSON_DeleteItemFromObjectCaseSensitive(j, "session_start_time");
+        cJSON_AddItemToObject(j, "start_time", t0 ? cJSON_CreateString(t0) : cJSON_CreateNull());
+        cJSON_AddItemToObject(j, "end_time", t1 ? cJSON_CreateString(t1) : cJSON_CreateNull());
         cJSON *arr = cJSON_AddArrayToObject(j, "merged_from");
         for (int i = 0; i < ns; i++) {
             cJSON *o = cJSON_CreateObject();
             cJSON_AddStringToObject(o, "dir", argv[2 + i]);
-            cJSON_AddItemToObject(o, "shard", cJSON_Duplicate(field(runs[i], "shard"), 1));
-            cJSON_AddItemToObject(o, "machine", cJSON_Duplicate(field(runs[i], "machine"), 1));
+            static const char *const keys[] = {"shard", "machine", "start_time", "end_time", "dump_trace"};
+            for (size_t k = 0; k < KB_ARRAY_LEN(keys); k++) {
+                const cJSON *v = field(runs[i], keys[k]);
+                cJSON_AddItemToObject(o, keys[k], v ? cJSON_Duplicate(v, 1) : cJSON_CreateNull());
+            }
             /* a shard resumed by other builds or machines says so (runinfo_add_earlier) */
             if (field(runs[i], "earlier_sessions"))
                 cJSON_AddItemToObject(o, "earlier_sessions", cJSON_Duplicate(field(runs[i], "earlier_sessions"), 1));

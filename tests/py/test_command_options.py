@@ -95,3 +95,51 @@ def test_replay_param_cannot_replace_method_or_budget(kvbench_bin, trace, tmp_pa
     assert p.returncode == 0, p.stderr
     stats = json.load(open(out / "stats.json"))
     assert stats["method"] == "snapkv" and stats["params"]["budget"] == 64 and stats["params"]["kernel"] == 3, stats
+
+
+def test_merged_run_json_is_true_whatever_the_shard_order(kvbench_bin, tiny, tmp_path):
+    """The merged run.json (docs/OUTPUTS.md): dump_trace null (OUT holds no
+    trace; each shard's is listed in merged_from with its machine and times),
+    start_time the earliest shard's start, end_time the latest shard's end,
+    no session_start_time (no session wrote it), and the rest shard 0/N's
+    (the shard whose latency.csv is copied), so the file does not depend on
+    the order the shards are given in. Before, every key came from the
+    first-listed shard: its dump_trace (a layer, for a directory without
+    traces), its times and its machine."""
+    cfg = tmp_path / "g.json"
+    cfg.write_text(json.dumps({"name": "g", "seed": 3, "methods": ["full"], "budgets": [32],
+                               "tasks": [{"task": "needle", "words": [60], "depths": [0.0, 1.0],
+                                          "per_cell": 1, "max_new": 4}]}))
+    shards = [tmp_path / "s0", tmp_path / "s1"]
+    for i, d in enumerate(shards):
+        extra = ["--dump-trace", "1"] if i == 1 else []
+        p = run(kvbench_bin, "sweep", cfg, "--out", d, "-m", tiny, "--shard", f"{i}/2", *extra, timeout=300)
+        assert p.returncode == 0, p.stderr
+    assert os.listdir(shards[1] / "traces")
+    # shard 1 ran earlier and ended later than shard 0, on another machine
+    times = {0: ("2026-12-05T10:00:00Z", "2026-12-05T11:00:00Z"),
+             1: ("2026-12-05T09:00:00Z", "2026-12-05T12:00:00Z")}
+    for i, d in enumerate(shards):
+        rj = json.load(open(d / "run.json"))
+        rj["start_time"], rj["end_time"] = times[i]
+        if i == 1:
+            rj["machine"]["host"] = "other-host"
+        (d / "run.json").write_text(json.dumps(rj))
+    s0 = json.load(open(shards[0] / "run.json"))
+    merged = []
+    for order, out in [((1, 0), tmp_path / "m10"), ((0, 1), tmp_path / "m01")]:
+        p = run(kvbench_bin, "merge", out, *[shards[i] for i in order])
+        assert p.returncode == 0, p.stderr
+        m = json.load(open(out / "run.json"))
+        assert m["dump_trace"] is None, m["dump_trace"]
+        assert not (out / "traces").exists()
+        assert m["start_time"] == "2026-12-05T09:00:00Z" and m["end_time"] == "2026-12-05T12:00:00Z", m
+        assert "session_start_time" not in m
+        assert m["machine"] == s0["machine"], m["machine"]
+        by_shard = {e["shard"]: e for e in m["merged_from"]}
+        assert by_shard["0/2"]["dump_trace"] is None and by_shard["1/2"]["dump_trace"] == 1, by_shard
+        assert by_shard["1/2"]["machine"]["host"] == "other-host"
+        assert (by_shard["1/2"]["start_time"], by_shard["1/2"]["end_time"]) == times[1]
+        assert (by_shard["0/2"]["start_time"], by_shard["0/2"]["end_time"]) == times[0]
+        merged.append({k: v for k, v in m.items() if k != "merged_from"})
+    assert merged[0] == merged[1]
