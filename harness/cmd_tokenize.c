@@ -38,14 +38,16 @@ static void usage(FILE *f) {
             "      --jsonl FILE     one input per line: encode: a JSON string or {\"text\": ...};\n"
             "                       decode: a JSON array of ids or {\"ids\": [...]}; blank lines\n"
             "                       are skipped\n"
-            "      --no-special     encode special-token text (<|im_end|>...) as plain text\n"
-            "      --bos            add BOS (and EOS) the way the model asks for raw prompts\n"
+            "      --no-special     encode special-token text (<|im_end|>...) as plain text (not\n"
+            "                       with --chat or --decode)\n"
+            "      --bos            add BOS (and EOS) the way the model asks for raw prompts (not\n"
+            "                       with --chat or --decode)\n"
             "      --decode         ids -> text\n"
             "      --render-special with --decode: write control tokens' text\n"
             "      --chat FORMAT    conversation mode (see above)\n"
             "      --system TEXT    with --chat -p: the system message (default: the format's)\n"
             "      --print-text     with --chat: print the rendered text, not ids\n"
-            "      --time           print the encode/decode time to stderr\n"
+            "      --time           print the time and the bytes and tokens done to stderr\n"
             "  -h, --help           this help\n"
             "\n"
             "exit status: 0 ok, 2 bad usage or bad input (FILE:LINE: reason on stderr)\n");
@@ -120,9 +122,11 @@ static int decode_json_ids(const cJSON *j, int n_vocab, int32_t **ids, int *n, c
 
 /* Renders a conversation (msgs: user, assistant, user, ...; odd count) as
  * chat_first_turn + chat_next_turn...; appends the text (print_text) or the
- * ids to out. */
+ * ids to out. The rendered text's bytes (those encoded, or printed) are
+ * added to *n_bytes for --time. */
 static void chat_render(const kb_tokenizer *tok, kb_chat_format fmt, const char *system,
-                        const char *const *msgs, int n, int print_text, outbuf *out, long *n_tokens) {
+                        const char *const *msgs, int n, int print_text, outbuf *out, long *n_tokens,
+                        long *n_bytes) {
     char *txt = NULL;
     size_t txt_n = 0;
     int32_t *all = NULL;
@@ -131,6 +135,7 @@ static void chat_render(const kb_tokenizer *tok, kb_chat_format fmt, const char 
     for (int k = 0; k < n; k += 2) {
         char *seg = k == 0 ? chat_first_turn(fmt, system, msgs[0]) : chat_next_turn(fmt, msgs[k - 1], msgs[k]);
         size_t len = strlen(seg);
+        *n_bytes += (long)len;
         if (print_text) {
             txt = KB_REALLOC(txt, txt_n + len + 1);
             memcpy(txt + txt_n, seg, len + 1);
@@ -209,7 +214,7 @@ static int tok_line(const cJSON *j, long lineno, void *ctx, kb_err *err) {
         int nm = 0;
         if (chat_line(j, &sys, &msgs, &nm, why, sizeof why)) return kb_fail(err, KB_EINPUT, "%s", why);
         t0 = kb_now();
-        chat_render(c->tok, c->fmt, sys, msgs, nm, c->print_text, c->out, &c->n_tokens);
+        chat_render(c->tok, c->fmt, sys, msgs, nm, c->print_text, c->out, &c->n_tokens, &c->n_bytes);
         c->t_work += kb_now() - t0;
         free(msgs);
     } else if (c->decode) {
@@ -218,6 +223,7 @@ static int tok_line(const cJSON *j, long lineno, void *ctx, kb_err *err) {
         t0 = kb_now();
         char *s = tokenizer_decode(c->tok, ids, n, c->render);
         c->t_work += kb_now() - t0;
+        c->n_bytes += (long)strlen(s);
         ob_json_str(c->out, s);
         free(s);
     } else {
@@ -297,6 +303,30 @@ int cmd_tokenize(int argc, char **argv) {
         fprintf(stderr, "kvbench tokenize: --system and --print-text need --chat\n");
         return 2;
     }
+    /* options that cannot act in the mode given are refused, not dropped: a
+     * chat turn is encoded as the model wants it (special tokens, BOS:
+     * docs/TOKENIZER.md), a --jsonl chat line gives its own system message,
+     * decoding takes ids (neither BOS nor special-token parsing applies) and
+     * only decoding renders control tokens */
+    const char *enc_opt = !parse_special ? "--no-special" : add_bos ? "--bos" : NULL;
+    if (enc_opt && chat) {
+        fprintf(stderr, "kvbench tokenize: %s cannot be combined with --chat (a chat turn is encoded with "
+                        "special tokens and BOS as the model's format wants them)\n", enc_opt);
+        return 2;
+    }
+    if (enc_opt && decode) {
+        fprintf(stderr, "kvbench tokenize: %s applies to encoding, not to --decode\n", enc_opt);
+        return 2;
+    }
+    if (system && jsonl) {
+        fprintf(stderr, "kvbench tokenize: --system applies to --chat -p, not to --jsonl (each line gives its "
+                        "own \"system\")\n");
+        return 2;
+    }
+    if (render && !decode) {
+        fprintf(stderr, "kvbench tokenize: --render-special needs --decode\n");
+        return 2;
+    }
 
     kb_err err = {0};
     gguf_file *f = NULL;
@@ -319,7 +349,7 @@ int cmd_tokenize(int argc, char **argv) {
         int n = 0;
         if (chat) {
             double t0 = kb_now();
-            chat_render(tok, fmt, system, &prompt, 1, print_text, &out, &n_tokens);
+            chat_render(tok, fmt, system, &prompt, 1, print_text, &out, &n_tokens, &n_bytes);
             t_work += kb_now() - t0;
         } else if (decode) {
             if (cli_parse_int_list(prompt, 0, tokenizer_n_vocab(tok) - 1, &ids, &n, why, sizeof why)) {
@@ -329,6 +359,7 @@ int cmd_tokenize(int argc, char **argv) {
                 double t0 = kb_now();
                 char *s = tokenizer_decode(tok, ids, n, render);
                 t_work += kb_now() - t0;
+                n_bytes += (long)strlen(s);
                 ob_put(&out, s, strlen(s));
                 ob_put(&out, "\n", 1);
                 free(s);
@@ -357,7 +388,7 @@ int cmd_tokenize(int argc, char **argv) {
         fwrite(out.s ? out.s : "", 1, out.n, stdout);
         if (timing)
             fprintf(stderr, "kvbench tokenize: %s %ld bytes, %ld tokens in %.3f ms\n",
-                    decode ? "decoded" : "encoded", n_bytes, n_tokens, t_work * 1e3);
+                    decode ? "decoded" : print_text ? "rendered" : "encoded", n_bytes, n_tokens, t_work * 1e3);
     }
     free(out.s);
     tokenizer_free(tok);

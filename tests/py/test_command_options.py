@@ -143,3 +143,47 @@ def test_merged_run_json_is_true_whatever_the_shard_order(kvbench_bin, tiny, tmp
         assert (by_shard["0/2"]["start_time"], by_shard["0/2"]["end_time"]) == times[0]
         merged.append({k: v for k, v in m.items() if k != "merged_from"})
     assert merged[0] == merged[1]
+
+
+def test_tokenize_refuses_options_outside_their_mode(kvbench_bin, model_file, tmp_path):
+    """Options tokenize cannot act on in the mode given: exit 2 naming the
+    option and the mode, nothing on stdout (docs/TOKENIZER.md). Before, each
+    was dropped silently: a chat turn is always encoded with special tokens
+    and BOS, a --jsonl chat line's own system was used, decoding takes ids."""
+    (tmp_path / "chat.jsonl").write_text('{"system": "S", "messages": ["hi"]}\n')
+    cases = [
+        (["--chat", "chatml", "-p", "hi", "--no-special"], ["--no-special", "--chat"]),
+        (["--chat", "chatml", "-p", "hi", "--bos"], ["--bos", "--chat"]),
+        (["--chat", "chatml", "--jsonl", tmp_path / "chat.jsonl", "--system", "X"], ["--system", "--jsonl"]),
+        (["--decode", "-p", "1 2", "--bos"], ["--bos", "--decode"]),
+        (["--decode", "-p", "1 2", "--no-special"], ["--no-special", "--decode"]),
+        (["-p", "hi", "--render-special"], ["--render-special needs --decode"]),
+    ]
+    for args, needles in cases:
+        refused(run(kvbench_bin, "tokenize", "-m", model_file, *args), *needles)
+    # each in its own mode still acts
+    for args in (["--chat", "chatml", "-p", "hi", "--system", "X"], ["-p", "hi", "--bos", "--no-special"],
+                 ["--decode", "-p", "1 2", "--render-special"], ["--chat", "chatml", "--jsonl", tmp_path / "chat.jsonl"]):
+        p = run(kvbench_bin, "tokenize", "-m", model_file, *args)
+        assert p.returncode == 0 and p.stdout, (args, p.stderr)
+
+
+def test_tokenize_time_counts_the_bytes(kvbench_bin, model_file):
+    """--time's byte count in every mode (docs/TOKENIZER.md): the text encoded,
+    the text decoded, the rendered conversation (ChatML's first turn, from the
+    format table). Before, decode and chat modes said 0 bytes."""
+    def timed(*args):
+        p = run(kvbench_bin, "tokenize", "-m", model_file, "--time", *args)
+        assert p.returncode == 0, p.stderr
+        line = p.stderr.decode().strip()
+        words = line.split()  # kvbench tokenize: VERB B bytes, T tokens in X ms
+        return p.stdout, words[2], int(words[3]), int(words[5])
+    text = "hello there, caf\u00e9"
+    ids, verb, nb, nt = timed("-p", text)
+    assert (verb, nb) == ("encoded", len(text.encode())) and nt == len(ids.split())
+    assert timed("--decode", "-p", ids.decode().strip())[1:] == ("decoded", len(text.encode()), nt)
+    chatml = "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    ids, verb, nb, nt = timed("--chat", "chatml", "--system", "S", "-p", "hi")
+    assert (verb, nb) == ("encoded", len(chatml.encode())) and nt == len(ids.split())
+    assert timed("--chat", "chatml", "--system", "S", "-p", "hi", "--print-text")[1:] == \
+        ("rendered", len(chatml.encode()), 0)
