@@ -25,7 +25,7 @@ static void usage(FILE *f) {
             "  -p, --prompt TEXT    the prompt\n"
             "  -f, --file FILE      read the prompt from FILE (UTF-8 text)\n"
             "      --chat           wrap the prompt in the model's chat format\n"
-            "      --system TEXT    system message (with --chat)\n"
+            "      --system TEXT    system message (needs --chat)\n"
             "  -n, --max-new N      tokens to generate at most (default 256)\n"
             "      --method NAME    KV-cache method (default full; see docs/METHODS.md)\n"
             "      --budget B       the method's token budget\n"
@@ -34,7 +34,7 @@ static void usage(FILE *f) {
             "      --threads N      threads (default: all cores)\n"
             "      --stats          print timing and memory to stderr\n"
             "      --dump-trace L   write layer L's Q/K/V of this run as replay traces\n"
-            "      --trace-dir DIR  where (default trace_L<layer>/; see kvbench replay)\n");
+            "      --trace-dir DIR  where (needs --dump-trace; default trace_L<layer>/; see kvbench replay)\n");
 }
 
 /* Builds {"method": M, "budget": B, k: v...} and parses it like a sweep config entry. */
@@ -125,6 +125,16 @@ int cmd_generate(int argc, char **argv) {
     }
     if (!prompt == !file) {
         fprintf(stderr, "kvbench generate: give the prompt with exactly one of -p TEXT or -f FILE\n");
+        BAD();
+    }
+    /* options that would be dropped: refused (the system message goes only
+     * into a chat format; a trace directory only holds a --dump-trace) */
+    if (system && !chat) {
+        fprintf(stderr, "kvbench generate: --system needs --chat (a system message goes into the chat format)\n");
+        BAD();
+    }
+    if (trace_dir && trace_layer < 0) {
+        fprintf(stderr, "kvbench generate: --trace-dir needs --dump-trace LAYER (the layer to trace)\n");
         BAD();
     }
     char dir[1024]; /* the trace's directory: check_out_path allows KB_DIR_MAX bytes */

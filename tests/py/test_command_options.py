@@ -187,3 +187,18 @@ def test_tokenize_time_counts_the_bytes(kvbench_bin, model_file):
     assert (verb, nb) == ("encoded", len(chatml.encode())) and nt == len(ids.split())
     assert timed("--chat", "chatml", "--system", "S", "-p", "hi", "--print-text")[1:] == \
         ("rendered", len(chatml.encode()), 0)
+
+
+def test_generate_refuses_options_it_would_drop(kvbench_bin, tiny, tmp_path):
+    """generate --system without --chat and --trace-dir without --dump-trace:
+    exit 2 naming both options, nothing generated, no directory made. Before,
+    both were dropped silently (exit 0)."""
+    refused(run(kvbench_bin, "generate", "-m", tiny, "-p", "hi", "-n", "2", "--system", "S"),
+            "--system needs --chat")
+    refused(run(kvbench_bin, "generate", "-m", tiny, "-p", "hi", "-n", "2", "--trace-dir", tmp_path / "t"),
+            "--trace-dir needs --dump-trace")
+    assert not (tmp_path / "t").exists()
+    p = run(kvbench_bin, "generate", "-m", tiny, "-p", "hi", "-n", "2", "--chat", "--system", "S",
+            "--dump-trace", "0", "--trace-dir", tmp_path / "t")
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "t" / "meta.json").exists()
