@@ -117,6 +117,16 @@ const kb_task_ops *task_at(int i);
 void sample_free(kb_sample *s);
 void sample_list_free(kb_sample_list *l);
 
+/* The samples of a config's task objects (`tasks`, a JSON array), in order,
+ * appended to all: each object's task generates its samples, of which the
+ * first max_samples are kept (0: all; a sweep config's "max_samples",
+ * docs/CONFIG.md). Errors are prefixed "WHERE: tasks[I]" and leave all as
+ * it was before that task object. `prompts` uses it so that it prints exactly
+ * the samples the sweep runs (the sweep's gen_samples, harness/driver.c, does
+ * the same and can call it). */
+int tasks_generate(const cJSON *tasks, const char *where, const kb_dataset_env *env, int max_samples,
+                   kb_sample_list *all, kb_err *err);
+
 /* Score of turn t for a decoded prediction: applies the turn's stop string and
  * first-line rule, then its metric (metric2 when second != 0) with the
  * sample's class list. Returns 0..1, or -1 if the metric is unknown or unset. */

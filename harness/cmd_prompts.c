@@ -36,8 +36,8 @@ static void usage(FILE *f) {
             "Writes the samples the config's tasks generate as JSONL (one sample per line:\n"
             "task, id, turns with user text, answer prefix, answers, max_new and metric,\n"
             "depth, token counts, provenance). CONFIG.json is a sweep config (its \"tasks\",\n"
-            "\"seed\", \"haystack\" and \"data_dir\" are used), one task object, or an array\n"
-            "of task objects.\n\n"
+            "\"seed\", \"haystack\", \"data_dir\" and \"max_samples\" are used: the samples the\n"
+            "sweep runs), one task object, or an array of task objects.\n\n"
             "  -m, --model PATH       model whose tokenizer and chat format count tokens\n"
             "                         (default: $KVBENCH_MODEL or the default model)\n"
             "      --counter KIND     model (default) | bytes4 (no model: bytes/4, for tests)\n"
@@ -186,6 +186,7 @@ int cmd_prompts(int argc, char **argv) {
     const cJSON *tasks = NULL;
     cJSON *single = NULL;
     unsigned long long cfg_seed = 42;
+    long max_samples = 0; /* a sweep config's cap per task object, as the sweep applies it */
     if (cJSON_IsArray(root)) {
         tasks = root;
     } else if (cJSON_IsObject(root) && cJSON_GetObjectItemCaseSensitive(root, "tasks")) {
@@ -193,6 +194,9 @@ int cmd_prompts(int argc, char **argv) {
         long v;
         if ((rc = json_get_int(root, cfg_path, "seed", 0, 0, 1L << 53, 42, &v, &err))) goto fail;
         cfg_seed = (unsigned long long)v;
+        /* the same key and range as the sweep's (harness/config.c) */
+        if ((rc = json_get_int(root, cfg_path, "max_samples", 0, 0, 1L << 30, 0, &max_samples, &err)))
+            goto fail;
         const char *h = NULL, *d = NULL;
         if ((rc = json_get_string(root, cfg_path, "haystack", 0, NULL, &h, &err)) ||
             (rc = json_get_string(root, cfg_path, "data_dir", 0, NULL, &d, &err)))
@@ -231,37 +235,7 @@ int cmd_prompts(int argc, char **argv) {
         env.n_ctx = n_ctx > 0 ? (int)n_ctx : 8192;
     }
     kb_sample_list all = {0};
-    int i = 0;
-    for (const cJSON *t = tasks->child; t && !rc; t = t->next, i++) {
-        char where[1200];
-        snprintf(where, sizeof where, "%s: tasks[%d]", cfg_path, i);
-        const char *name;
-        if ((rc = json_get_string(t, where, "task", 1, NULL, &name, &err))) break;
-        const kb_task_ops *ops = task_find(name);
-        if (!ops) {
-            char known[2048] = "";
-            for (int k = 0; k < task_count(); k++) {
-                strncat(known, k ? ", " : "", sizeof known - strlen(known) - 1);
-                strncat(known, task_at(k)->name, sizeof known - strlen(known) - 1);
-            }
-            rc = kb_fail(&err, KB_EINPUT, "%s: unknown task '%s' (known: %s)", where, name, known);
-            break;
-        }
-        kb_sample_list one = {0};
-        if ((rc = ops->generate(t, &env, &one, &err))) {
-            kb_err_prefix(&err, "%s", where);
-            sample_list_free(&one);
-            break;
-        }
-        for (int k = 0; k < one.n; k++) {
-            if (all.n == all.cap) {
-                all.cap = all.cap ? all.cap * 2 : 64;
-                all.v = KB_REALLOC(all.v, (size_t)all.cap * sizeof *all.v);
-            }
-            all.v[all.n++] = one.v[k];
-        }
-        free(one.v);
-    }
+    rc = tasks_generate(tasks, cfg_path, &env, (int)max_samples, &all, &err);
     if (!rc) {
         kb_atomic_file af;
         FILE *f = stdout;

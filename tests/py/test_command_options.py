@@ -202,3 +202,31 @@ def test_generate_refuses_options_it_would_drop(kvbench_bin, tiny, tmp_path):
             "--dump-trace", "0", "--trace-dir", tmp_path / "t")
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "t" / "meta.json").exists()
+
+
+def test_prompts_applies_max_samples_as_the_sweep(kvbench_bin, tiny, tmp_path):
+    """prompts CONFIG.json prints the samples the config's sweep runs
+    (README): max_samples keeps the first N samples of each task object
+    (docs/CONFIG.md), the count `sweep --dry-run` reports. Before, prompts
+    ignored max_samples and printed all 6 + 6."""
+    task = {"task": "needle", "words": [60], "depths": 3, "per_cell": 2, "max_new": 4}
+    base = {"name": "p", "seed": 5, "methods": ["full"], "budgets": [32], "tasks": [task, dict(task, digits=5)]}
+
+    def prompts(cfg):
+        path = tmp_path / "c.json"
+        path.write_text(json.dumps(cfg))
+        p = run(kvbench_bin, "prompts", path, "-m", tiny)
+        assert p.returncode == 0, p.stderr
+        return [json.loads(ln) for ln in p.stdout.decode().splitlines()], path
+
+    every, _ = prompts(base)
+    assert len(every) == 12
+    capped, path = prompts(dict(base, max_samples=2))
+    assert capped == every[0:2] + every[6:8], [s["id"] for s in capped]
+    p = run(kvbench_bin, "sweep", path, "-m", tiny, "--dry-run", "--out", tmp_path / "run")
+    assert p.returncode == 0, p.stderr
+    assert "samples: 4 " in p.stdout.decode(), p.stdout
+    # a bad value is refused as the sweep refuses it
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(dict(base, max_samples=-1)))
+    refused(run(kvbench_bin, "prompts", bad, "-m", tiny), "max_samples")
