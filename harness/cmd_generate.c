@@ -137,6 +137,13 @@ int cmd_generate(int argc, char **argv) {
         fprintf(stderr, "kvbench generate: --trace-dir needs --dump-trace LAYER (the layer to trace)\n");
         BAD();
     }
+    {
+        kb_err e = {0}; /* UTF-8, as -f FILE must be */
+        if ((prompt && text_check_arg(prompt, "-p", &e)) || (system && text_check_arg(system, "--system", &e))) {
+            fprintf(stderr, "kvbench generate: %s\n", e.msg);
+            BAD();
+        }
+    }
     char dir[1024]; /* the trace's directory: check_out_path allows KB_DIR_MAX bytes */
     snprintf(dir, sizeof dir, "trace_L%ld", trace_layer);
     if (trace_layer >= 0) {

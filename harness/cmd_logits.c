@@ -82,6 +82,10 @@ int cmd_logits(int argc, char **argv) {
         return 2;
     }
     kb_err err = {0};
+    if (prompt && text_check_arg(prompt, "-p", &err)) { /* UTF-8, as generate's */
+        fprintf(stderr, "kvbench logits: %s\n", err.msg);
+        return 2;
+    }
     if (check_out_path(out, 0, &err)) {
         fprintf(stderr, "kvbench logits: --out %s\n", err.msg);
         return 2;

@@ -71,6 +71,14 @@ static int text_check(const char *s, size_t n, const char *name, const char *wha
     return 0;
 }
 
+int text_check_arg(const char *s, const char *opt, kb_err *err) {
+    const char *bad = utf8_bad(s, strlen(s)); /* an argument holds no NUL */
+    if (bad)
+        return kb_fail(err, KB_EINPUT, "%s: byte %zu (0x%02x) is not valid UTF-8, expected UTF-8 text", opt,
+                       (size_t)(bad - s), (unsigned char)*bad);
+    return 0;
+}
+
 int file_read_text(const char *path, char **out, size_t *len, kb_err *err) {
     size_t n;
     int rc = file_read_all(path, out, &n, err);

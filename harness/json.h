@@ -75,5 +75,10 @@ int file_read_all(const char *path, char **out, size_t *len, kb_err *err);
  * valid UTF-8, ..."; the model would read bytes that every JSON and CSV file
  * written from the text shows as U+FFFD) are refused. */
 int file_read_text(const char *path, char **out, size_t *len, kb_err *err);
+/* The same rule for a text given on the command line (generate's -p and
+ * --system, logits' -p), as -f FILE and --jsonl have it: "OPT: byte N (0xXX)
+ * is not valid UTF-8, expected UTF-8 text", N the offset from 0. (tokenize -p
+ * takes any bytes on purpose: docs/TOKENIZER.md.) */
+int text_check_arg(const char *s, const char *opt, kb_err *err);
 
 #endif

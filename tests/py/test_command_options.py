@@ -230,3 +230,26 @@ def test_prompts_applies_max_samples_as_the_sweep(kvbench_bin, tiny, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(dict(base, max_samples=-1)))
     refused(run(kvbench_bin, "prompts", bad, "-m", tiny), "max_samples")
+
+
+def test_prompt_text_must_be_utf8(kvbench_bin, tiny, tmp_path):
+    """generate -p / --system and logits -p refuse bytes that are not UTF-8,
+    as generate -f and every --jsonl do: exit 2 naming the option, the byte's
+    offset and value, nothing written. Before, they went to the tokenizer
+    (exit 0). tokenize -p takes any bytes on purpose (docs/TOKENIZER.md)."""
+    def run_b(*args):
+        return subprocess.run([os.fsencode(kvbench_bin), *[a if isinstance(a, bytes) else os.fsencode(str(a))
+                                                           for a in args]],
+                              capture_output=True, timeout=120)
+    latin1 = "caf\u00e9 au lait".encode("latin-1")
+    refused(run_b("generate", "-m", tiny, "-p", latin1, "-n", "2"),
+            "kvbench generate: -p: byte 3 (0xe9) is not valid UTF-8")
+    refused(run_b("generate", "-m", tiny, "-p", "hi", "--chat", "--system", b"ok \xff", "-n", "2"),
+            "kvbench generate: --system: byte 3 (0xff) is not valid UTF-8")
+    refused(run_b("logits", "-m", tiny, "-p", latin1, "--out", tmp_path / "l.npy"),
+            "kvbench logits: -p: byte 3 (0xe9) is not valid UTF-8")
+    assert not (tmp_path / "l.npy").exists()
+    # the same text in UTF-8 runs, and tokenize -p still takes the raw bytes
+    assert run_b("generate", "-m", tiny, "-p", "caf\u00e9 au lait", "-n", "2").returncode == 0
+    assert run_b("logits", "-m", tiny, "-p", "caf\u00e9", "--out", tmp_path / "l.npy").returncode == 0
+    assert run_b("tokenize", "-m", tiny, "-p", latin1).returncode == 0
