@@ -86,7 +86,7 @@ int cmd_info(int argc, char **argv) {
     };
     const char *model = NULL, *dump = NULL;
     uint64_t r0 = 0, r1 = 1;
-    int c;
+    int c, rows_given = 0;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":m:h", opts, NULL)) != -1) {
@@ -100,6 +100,7 @@ int cmd_info(int argc, char **argv) {
                         optarg);
                 return 2;
             }
+            rows_given = 1;
             break;
         case ':':
             fprintf(stderr, "kvbench info: option '%s' needs a value\n", argv[optind - 1]);
@@ -120,6 +121,10 @@ int cmd_info(int argc, char **argv) {
     }
     if (!model) {
         fprintf(stderr, "kvbench info: missing MODEL (usage: kvbench info MODEL.gguf)\n");
+        return 2;
+    }
+    if (rows_given && !dump) { /* it would be dropped: the listing has no rows */
+        fprintf(stderr, "kvbench info: --rows needs --dump-tensor NAME (the tensor whose rows to print)\n");
         return 2;
     }
     struct stat st;

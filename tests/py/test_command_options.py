@@ -253,3 +253,12 @@ def test_prompt_text_must_be_utf8(kvbench_bin, tiny, tmp_path):
     assert run_b("generate", "-m", tiny, "-p", "caf\u00e9 au lait", "-n", "2").returncode == 0
     assert run_b("logits", "-m", tiny, "-p", "caf\u00e9", "--out", tmp_path / "l.npy").returncode == 0
     assert run_b("tokenize", "-m", tiny, "-p", latin1).returncode == 0
+
+
+def test_info_rows_needs_dump_tensor(kvbench_bin, tiny):
+    """info --rows A:B without --dump-tensor: exit 2 naming both, nothing
+    printed (docs/GGUF.md). Before, --rows was dropped and the whole listing
+    printed (exit 0)."""
+    refused(run(kvbench_bin, "info", tiny, "--rows", "0:2"), "--rows needs --dump-tensor")
+    p = run(kvbench_bin, "info", tiny, "--dump-tensor", "output_norm.weight", "--rows", "0:1")
+    assert p.returncode == 0 and p.stdout.startswith(b"row 0 "), p.stderr
