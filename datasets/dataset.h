@@ -121,9 +121,9 @@ void sample_list_free(kb_sample_list *l);
  * appended to all: each object's task generates its samples, of which the
  * first max_samples are kept (0: all; a sweep config's "max_samples",
  * docs/CONFIG.md). Errors are prefixed "WHERE: tasks[I]" and leave all as
- * it was before that task object. `prompts` uses it so that it prints exactly
- * the samples the sweep runs (the sweep's gen_samples, harness/driver.c, does
- * the same and can call it). */
+ * it was before that task object. `prompts` and the sweep (gen_samples,
+ * harness/driver.c) both call it, so prompts prints exactly the samples the
+ * sweep runs. */
 int tasks_generate(const cJSON *tasks, const char *where, const kb_dataset_env *env, int max_samples,
                    kb_sample_list *all, kb_err *err);
 

@@ -607,42 +607,8 @@ static int gen_samples(drv *d, kb_sample_list *all, kb_err *err) {
     env.n_ctx = d->m->hp.n_ctx_train;
     env.count_ctx = &d->rend;
     env.count_tokens = render_count_tokens;
-    int i = 0;
-    for (const cJSON *t = c->tasks->child; t; t = t->next, i++) {
-        char where[1200];
-        snprintf(where, sizeof where, "%s: tasks[%d]", c->path, i);
-        const char *name;
-        int rc = json_get_string(t, where, "task", 1, NULL, &name, err);
-        if (rc) return rc;
-        const kb_task_ops *ops = task_find(name);
-        if (!ops) {
-            char known[2048] = "";
-            for (int k = 0; k < task_count(); k++) {
-                strncat(known, task_at(k)->name, sizeof known - strlen(known) - 3);
-                if (k + 1 < task_count()) strcat(known, ", ");
-            }
-            return kb_fail(err, KB_EINPUT, "%s: unknown task '%s' (known: %s)", where, name, known);
-        }
-        kb_sample_list one = {0};
-        rc = ops->generate(t, &env, &one, err);
-        if (rc) {
-            sample_list_free(&one);
-            return kb_err_prefix(err, "%s", where);
-        }
-        int take = c->max_samples && one.n > c->max_samples ? c->max_samples : one.n;
-        for (int k = 0; k < one.n; k++) {
-            if (k < take) {
-                if (all->n == all->cap) {
-                    all->cap = all->cap ? 2 * all->cap : 64;
-                    all->v = KB_REALLOC(all->v, (size_t)all->cap * sizeof *all->v);
-                }
-                all->v[all->n++] = one.v[k];
-            } else {
-                sample_free(&one.v[k]);
-            }
-        }
-        free(one.v);
-    }
+    int rc = tasks_generate(c->tasks, c->path, &env, c->max_samples, all, err); /* as prompts */
+    if (rc) return rc;
     for (int k = 0; k < all->n; k++)
         for (int t = 0; t < all->v[k].n_turns; t++)
             if (!metric_find(all->v[k].turns[t].metric))
