@@ -1115,7 +1115,7 @@ int bench_methods(int argc, char **argv) {
                 return 2;
             break;
         case 'b':
-            if ((nb = bench_parse_list("bench methods", "budgets", optarg, budgets, 32, 1, 1 << 24)) < 0)
+            if ((nb = bench_parse_list("bench methods", "budgets", optarg, budgets, 32, 1, 1 << 30)) < 0)
                 return 2;
             break;
         case 'M': methods = optarg; break;

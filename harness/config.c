@@ -104,7 +104,7 @@ static int add_cells(kb_sweep_config *c, const cJSON *m, int mi, const int *gb, 
     const cJSON *bj = rc ? NULL : cJSON_GetObjectItemCaseSensitive(obj, "budgets");
     if (!rc && bj && cJSON_GetObjectItemCaseSensitive(obj, "budget"))
         rc = kb_fail(err, KB_EINPUT, "%s: keys 'budget' and 'budgets' both given: use one", where);
-    if (!rc && bj) rc = int_array(bj, where, "budgets", 1, 1 << 24, bl, 64, &nb, err);
+    if (!rc && bj) rc = int_array(bj, where, "budgets", 1, 1L << 30, bl, 64, &nb, err);
     else if (!rc && cJSON_GetObjectItemCaseSensitive(obj, "budget")) nb = -1; /* single, as given */
     else if (!rc && ops->needs_budget) {
         if (!ngb)
@@ -191,7 +191,7 @@ static int resolve(kb_sweep_config *c, kb_err *err) {
         return kb_fail(err, KB_EINPUT, "%s: key 'tasks': expected a non-empty array of task objects", w);
     int gb[64], ngb = 0;
     const cJSON *bj = cJSON_GetObjectItemCaseSensitive(r, "budgets");
-    if (bj && (rc = int_array(bj, w, "budgets", 1, 1 << 24, gb, 64, &ngb, err))) return rc;
+    if (bj && (rc = int_array(bj, w, "budgets", 1, 1L << 30, gb, 64, &ngb, err))) return rc;
     const cJSON *ms = cJSON_GetObjectItemCaseSensitive(r, "methods");
     if (!cJSON_IsArray(ms) || cJSON_GetArraySize(ms) < 1)
         return kb_fail(err, KB_EINPUT, "%s: key 'methods': expected a non-empty array of methods", w);

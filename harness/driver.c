@@ -706,6 +706,15 @@ static int render_fitting(drv *d, const kb_sample *s, kb_tokens *t, int *need_ou
     return rc;
 }
 
+/* The most selection-buffer bytes any cell keeps at a cache of `tokens`
+ * (one cell's method state exists at a time). */
+static double cells_select_bytes(const drv *d, long tokens) {
+    double most = 0;
+    for (int i = 0; i < d->cfg->n_cells; i++)
+        most = fmax(most, methodset_select_bytes(&d->cfg->cells[i].p, d->m->hp.n_layer, d->m->hp.n_head, tokens));
+    return most;
+}
+
 /* Before anything runs or is written (and in --dry-run): every prompt of
  * this shard fits the model, and so does every context of the latency part
  * (bench_context_fit, the rule the latency part applies). A bad plan fails
@@ -742,7 +751,8 @@ static int plan_check(drv *d, const kb_sweep_config *cfg, const kb_sample_list *
     }
     /* the memory the longest sample needs, as prepare_sample checks it again
      * before each prefill (what is available may change during the run) */
-    int rc = at < 0 ? 0 : model_check_memory(d->m, most, cfg->fidelity ? 3 : 2, cfg->kv_dtype, err);
+    int rc = at < 0 ? 0 : model_check_memory_extra(d->m, most, cfg->fidelity ? 3 : 2, cells_select_bytes(d, most),
+                                                   cfg->kv_dtype, err);
     if (rc) kb_err_prefix(err, "%s: %s/%s", cfg->path, samples->v[at].task, samples->v[at].id);
     return rc;
 }
@@ -753,8 +763,10 @@ static int prepare_sample(drv *d, const kb_sample *s, sample_prep *sp, kb_err *e
     int rc = render_fitting(d, s, &sp->first, &need, err);
     if (rc) return rc;
     sp->L = sp->first.n;
-    /* the shared prefill + one method's copy (+ the fidelity history) */
-    rc = model_check_memory(d->m, need, d->cfg->fidelity ? 3 : 2, d->cfg->kv_dtype, err);
+    /* the shared prefill + one method's copy (+ the fidelity history) and
+     * that method's selection buffers */
+    rc = model_check_memory_extra(d->m, need, d->cfg->fidelity ? 3 : 2, cells_select_bytes(d, need),
+                                  d->cfg->kv_dtype, err);
     if (rc) {
         kb_err_prefix(err, "%s/%s", s->task, s->id);
         tokens_free(&sp->first);

@@ -163,7 +163,9 @@ void stream_append_idx(kb_kvstream *dst, const kb_kvstream *src, const int32_t *
 void mc_sel_begin(kb_mcommon *c, int rows, int k) {
     if (k < 1) k = 1;
     if (rows > c->sel_rows || k > c->sel_cap) {
-        int cap = KB_MAX(k, c->sel_cap);
+        /* callers pass k clamped to the cache length, which grows by one slot a
+         * step while the budget exceeds it: grow geometrically, not each step */
+        int cap = k > c->sel_cap ? (int)KB_MAX((long)k, KB_MIN(2L * c->sel_cap, (long)INT32_MAX)) : c->sel_cap;
         int nr = KB_MAX(rows, c->sel_rows);
         free(c->sel);
         free(c->sel_pos);

@@ -38,7 +38,10 @@ void stream_append_from(kb_kvstream *dst, const kb_kvstream *src, int from, int 
 /* Appends src slots idx[0..n) to dst, converting the dtype if needed. */
 void stream_append_idx(kb_kvstream *dst, const kb_kvstream *src, const int32_t *idx, int n);
 
-/* Selection buffers: rows x k slots, reset to -1. */
+/* Selection buffers: rows x k slots (at least; the row stride, sel_cap, may
+ * be larger), reset to -1. Callers pass k no larger than the slots the step
+ * can select (the budget clamped to the cache length), never the budget
+ * alone: a budget may exceed any context (up to 2^30). */
 void mc_sel_begin(kb_mcommon *c, int rows, int k);
 static inline int32_t *mc_sel_row(kb_mcommon *c, int row) { return c->sel + (size_t)row * c->sel_cap; }
 /* Records row `row`'s n selected slots (ascending) of stream s (positions

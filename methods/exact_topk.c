@@ -15,9 +15,11 @@ typedef struct etk_state {
     int rows;       /* selection rows: Hq (per_head) or Hkv */
     float *sc;      /* [Hkv][G][cap] exact scores (scaled) */
     float *agg;     /* [Hkv][cap] group aggregate (group policies) */
-    int32_t *idx;   /* [rows][B] chosen slots */
+    int32_t *idx;   /* [rows][kcap] chosen slots */
     int *cnt;       /* [rows] */
     int cap;
+    int kcap;       /* idx's row stride: min(B, the longest cache so far), grown as the
+                       cache grows (a budget may exceed any context) */
 } etk_state;
 
 static const char *const etk_keys[] = {"gqa", NULL};
@@ -50,7 +52,6 @@ static int etk_init(const kb_method_params *p, const kb_method_ctx *ctx, const k
     st->s = streams_new(ctx->Hkv, ctx->kv_dtype, ctx->D, L + KB_MAX(ctx->N_new, 16));
     streams_append_view(st->s, ctx->Hkv, pv);
     st->rows = p->gqa == KB_GQA_PER_HEAD ? ctx->Hq : ctx->Hkv;
-    st->idx = KB_MALLOC((size_t)st->rows * p->budget * sizeof(int32_t));
     st->cnt = KB_CALLOC((size_t)st->rows, sizeof(int));
     st->c.n_in = st->c.base = L;
     *state = st;
@@ -86,7 +87,7 @@ static double etk_select_row(void *p, int i, int worker) {
     etk_job *J = p;
     etk_state *st = J->st;
     int G = st->c.G, n = J->n;
-    int32_t *idx = st->idx + (size_t)i * st->c.p.budget;
+    int32_t *idx = st->idx + (size_t)i * st->kcap;
     if (st->c.p.gqa == KB_GQA_PER_HEAD) {
         st->cnt[i] = J->kk->topk(st->sc + (size_t)i * st->cap, n, J->kq, idx); /* row i = head i */
         return 0;
@@ -110,7 +111,7 @@ static void etk_attend_row(void *p, int i, int worker) {
     etk_state *st = J->st;
     int G = st->c.G, D = st->c.ctx.D, per_head = st->c.p.gqa == KB_GQA_PER_HEAD;
     int g = per_head ? i / G : i, h0 = per_head ? i : i * G, nh = per_head ? 1 : G;
-    const int32_t *idx = st->idx + (size_t)i * st->c.p.budget;
+    const int32_t *idx = st->idx + (size_t)i * st->kcap;
     J->kk->attn_gather(J->q + (size_t)h0 * D, nh, &st->s[g], idx, st->cnt[i], st->c.scale, J->out + (size_t)h0 * D);
     mc_sel_set(&st->c, i, idx, st->cnt[i], &st->s[g]);
 }
@@ -132,11 +133,16 @@ static void etk_decode(void *state, const float *q, const float *k, const float 
         st->agg = KB_MALLOC((size_t)Hkv * st->cap * sizeof(float));
     }
     int kq = KB_MIN(c->p.budget, n);
+    if (kq > st->kcap) {
+        st->kcap = KB_MIN(c->p.budget, KB_MAX(kq, 2 * st->kcap));
+        free(st->idx);
+        st->idx = KB_MALLOC((size_t)st->rows * st->kcap * sizeof(int32_t));
+    }
     etk_job J = {st, kk, q, out, n, kq};
     double t0 = kb_now();
     kk->qk_scores(q, Hkv, G, st->s, n, c->scale, st->sc, st->cap);
     double scores = kb_now() - t0;
-    mc_sel_begin(c, st->rows, c->p.budget); /* each attend task records its row */
+    mc_sel_begin(c, st->rows, kq); /* each attend task records its row */
     c->acc.select_seconds += scores + mc_select_attend(kk, st->rows, etk_select_row, etk_attend_row, &J, NULL);
     double distinct = 0;
     for (int g = 0; g < Hkv; g++) distinct += per_head ? mc_sel_distinct(c, g * G, G, n) : st->cnt[g];
@@ -193,6 +199,7 @@ const kb_method_ops kb_method_exact_topk = {
     .description = "Exact-TopK oracle: exact scores, top B per query head, softmax over those",
     .keys = etk_keys,
     .needs_budget = 1,
+    .selects = 1,
     .validate = etk_validate,
     .layer_init = etk_init,
     .decode = etk_decode,

@@ -28,6 +28,7 @@ const kb_method_ops kb_method_hybrid = {
     .description = "Hybrid sparse attention (RocketKV stage 2) over the full cache",
     .keys = hybrid_keys,
     .needs_budget = 1,
+    .selects = 1,
     .validate = hybrid_validate,
     .layer_init = hybrid_layer_init,
     .decode = hybm_decode,

@@ -26,7 +26,6 @@ void hybrid_init(kb_hybrid *h, int Hq, int Hkv, int D, int p, int r, int k, int 
         h->vsum_n = KB_CALLOC((size_t)Hkv, sizeof(int));
     }
     h->rows = per_head ? Hq : Hkv;
-    h->idx = KB_MALLOC((size_t)h->rows * KB_MAX(1, k) * sizeof(int32_t));
     h->cnt = KB_CALLOC((size_t)h->rows, sizeof(int));
     h->dims = KB_MALLOC((size_t)h->rows * h->r * sizeof(int32_t));
     h->dmark = KB_CALLOC((size_t)D, 1);
@@ -158,7 +157,7 @@ static double hy_select(void *p, int i, int worker) {
                          h->dims + (size_t)i * h->r);
     if (h->group_sum && nh > 1)
         for (int P = 0; P < np; P++) ps[P] *= (float)nh;
-    h->cnt[i] = hybrid_select(h, J->kk, ps, n, KB_MIN(h->k, n), h->idx + (size_t)i * KB_MAX(1, h->k));
+    h->cnt[i] = hybrid_select(h, J->kk, ps, n, KB_MIN(h->k, n), h->idx + (size_t)i * h->kcap);
     return upkeep;
 }
 
@@ -170,7 +169,7 @@ static void hy_attend(void *p, int i, int worker) {
     hy_row(J, i, &g, &h0, &nh);
     const kb_kvstream *sg = &J->s[g];
     int n = sg->n, np = (n + h->p - 1) / h->p, cnt = h->cnt[i];
-    const int32_t *idx = h->idx + (size_t)i * KB_MAX(1, h->k);
+    const int32_t *idx = h->idx + (size_t)i * h->kcap;
     float *o = J->out + (size_t)h0 * D;
     J->kk->attn_gather(J->q + (size_t)h0 * D, nh, sg, idx, cnt, J->c->scale, o);
     mc_sel_set(J->c, i, idx, cnt, sg);
@@ -190,7 +189,18 @@ void hybrid_attend(kb_hybrid *h, const kb_kernels *kk, kb_mcommon *c, const floa
                    const float *k, const float *v, int32_t pos, kb_kvstream *s, float *out) {
     int G = h->G, D = h->D, rows = h->rows;
     int nsel = h->per_head ? G : 1, nh = h->per_head ? 1 : G;
-    mc_sel_begin(c, rows, h->k); /* each attend task records its row */
+    /* a row selects at most min(k, its stream's slots after this step's
+     * token): the buffers follow the cache, not the budget (which may exceed
+     * any context) */
+    int nmax = 0;
+    for (int g = 0; g < h->Hkv; g++) nmax = KB_MAX(nmax, s[g].n + (k ? 1 : 0));
+    int kn = KB_MAX(1, KB_MIN(h->k, nmax));
+    if (kn > h->kcap) {
+        h->kcap = KB_MIN(KB_MAX(1, h->k), KB_MAX(kn, 2 * h->kcap));
+        free(h->idx);
+        h->idx = KB_MALLOC((size_t)rows * h->kcap * sizeof(int32_t));
+    }
+    mc_sel_begin(c, rows, kn); /* each attend task records its row */
     double t0 = kb_now();
     if (k && h->per_head) { /* the G rows of a group read its stream: append first */
         streams_append_token(s, h->Hkv, h->Hkv, D, k, v, pos);

@@ -24,7 +24,9 @@ typedef struct kb_hybrid {
     int rows;              /* selection rows: Hq (per_head) or Hkv */
     float *hw;             /* scratch: per-head weights [rows][G][cap] (reallocate_mean_v) */
     int cap;
-    int32_t *idx;          /* scratch: chosen slots [rows][max(1, k)] */
+    int32_t *idx;          /* scratch: chosen slots [rows][kcap] */
+    int kcap;              /* idx's row stride: min(max(1, k), the longest stream so far),
+                              grown with the streams (k may exceed any context) */
     int *cnt;              /* scratch: slots chosen per row [rows] */
     int32_t *dims;         /* scratch: chosen dims [rows][r] */
     unsigned char *dmark;  /* scratch [D] */

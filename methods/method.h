@@ -134,6 +134,9 @@ typedef struct kb_method_ops {
     int needs_budget;        /* 1: a budget is required */
     int window_default;      /* the window this method needs by default (0 = none) */
     int evicts;              /* 1: stage-1 eviction (SnapKV family) decides what decode sees */
+    int selects;             /* 1: decode chooses the slots it attends each step and keeps
+                                selection buffers of up to min(budget, cache length) slots
+                                per row (methodset_select_bytes) */
 
     /* Method-specific range checks after generic parsing; fill defaults for
      * unset knobs. Errors name the method and the key. */

@@ -64,6 +64,19 @@ kb_method_ctx method_ctx_make(int n_layers, int Hq, int Hkv, int D, kb_dtype kv_
     return c;
 }
 
+double methodset_select_bytes(const kb_method_params *p, int n_layers, int Hq, long tokens) {
+    if (!p->ops || !p->ops->selects || tokens < 1) return 0;
+    int layers = n_layers - KB_MIN(KB_MAX(p->skip_layers, 0), n_layers);
+    /* slots a row may select: the budget, or QUEST's one page when that is
+     * larger (16, page_size, or the power of 2 from 2L/B, under 4L/B), never
+     * more than the cache; rows <= Hq; three int32 arrays (sel, sel_pos, the
+     * method's chosen slots) */
+    double B = p->budget > 0 ? p->budget : 1;
+    double k = fmax(fmax(B, 16.0), fmax((double)p->page_size, 4.0 * (double)tokens / B));
+    k = fmin(k, 2.0 * (double)tokens);
+    return (double)layers * Hq * k * 3 * sizeof(int32_t);
+}
+
 int methodset_build(const kb_method_params *p, const kb_method_ctx *ctx, const kb_prefill *pf,
                     kb_methodset **out, kb_err *err) {
     return methodset_build_layers(p, ctx, pf, NULL, out, err);

@@ -31,6 +31,16 @@ typedef struct kb_cell_account {
 kb_method_ctx method_ctx_make(int n_layers, int Hq, int Hkv, int D, kb_dtype kv_dtype, int n_ctx,
                               int L_prompt, int N_new);
 
+/* At most the bytes of the selection buffers that a cell of p keeps over
+ * n_layers layers of Hq query heads at a cache of `tokens` slots: per layer
+ * of the method (those at or above skip_layers) and selection row, the
+ * selected slots, their positions and the method's own chosen-slot scratch,
+ * each sized by the slots a step can select (the budget, or QUEST's page,
+ * clamped to the cache length) and grown by doubling (so at most twice the
+ * cache); 0 for a method that does not select per step. The memory checks
+ * before a sweep's samples add it to the K/V caches. */
+double methodset_select_bytes(const kb_method_params *p, int n_layers, int Hq, long tokens);
+
 /* ctx: model-wide fields (n_layers, Hq, Hkv, D, kv_dtype, L_prompt, N_new, S,
  * n_ctx); the layer field is filled per layer. */
 int methodset_build(const kb_method_params *p, const kb_method_ctx *ctx, const kb_prefill *pf,

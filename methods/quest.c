@@ -17,10 +17,12 @@ typedef struct quest_state {
     kb_kvstream *s;  /* [Hkv] every token */
     kb_pages *pg;    /* [Hkv] pages of P slots */
     int rows;        /* selection rows: Hq (per_head) or Hkv */
-    int32_t *pidx;   /* [rows][n_pages] chosen pages */
-    int32_t *idx;    /* [rows][n_pages * P] chosen slots */
+    int32_t *pidx;   /* [rows][pk] chosen pages */
+    int32_t *idx;    /* [rows][pk * P] chosen slots */
     int *cnt;        /* [rows] slots chosen */
     int cap;
+    int pk;          /* the rows' stride in pages: min(n_pages, the cache's pages so far), grown
+                        with the cache (a budget may exceed any context) */
 } quest_state;
 
 static const char *const quest_keys[] = {"gqa", "page_size", NULL};
@@ -68,8 +70,6 @@ static int quest_init(const kb_method_params *p, const kb_method_ctx *ctx, const
         pages_sync(&st->pg[g], &st->s[g], kk);
     }
     st->rows = p->gqa == KB_GQA_PER_HEAD ? ctx->Hq : ctx->Hkv;
-    st->pidx = KB_MALLOC((size_t)st->rows * st->c.bud.n_pages * sizeof(int32_t));
-    st->idx = KB_MALLOC((size_t)st->rows * st->c.bud.n_pages * st->c.bud.P * sizeof(int32_t));
     st->cnt = KB_CALLOC((size_t)st->rows, sizeof(int));
     st->c.n_in = st->c.base = L;
     *state = st;
@@ -80,7 +80,7 @@ static int quest_init(const kb_method_params *p, const kb_method_ctx *ctx, const
  * top (n_pages - 1) others by the bounds ps. */
 static int quest_pick(quest_state *st, const kb_kernels *kk, int row, const float *ps, int np, int n) {
     int P = st->c.bud.P, want = st->c.bud.n_pages, c = 0;
-    int32_t *pidx = st->pidx + (size_t)row * want, *idx = st->idx + (size_t)row * want * P;
+    int32_t *pidx = st->pidx + (size_t)row * st->pk, *idx = st->idx + (size_t)row * st->pk * P;
     int npk = 0;
     if (want >= np) {
         for (int t = 0; t < np; t++) pidx[t] = t;
@@ -137,7 +137,7 @@ static void quest_attend_row(void *p, int i, int worker) {
     quest_state *st = J->st;
     int G = st->c.G, D = st->c.ctx.D, per_head = st->c.p.gqa == KB_GQA_PER_HEAD;
     int g = per_head ? i / G : i, h0 = per_head ? i : i * G, nh = per_head ? 1 : G;
-    const int32_t *idx = st->idx + (size_t)i * st->c.bud.n_pages * st->c.bud.P;
+    const int32_t *idx = st->idx + (size_t)i * st->pk * st->c.bud.P;
     J->kk->attn_gather(J->q + (size_t)h0 * D, nh, &st->s[g], idx, st->cnt[i], st->c.scale,
                        J->out + (size_t)h0 * D);
     mc_sel_set(&st->c, i, idx, st->cnt[i], &st->s[g]);
@@ -154,11 +154,19 @@ static void quest_decode(void *state, const float *q, const float *k, const floa
     int n = st->s[0].n, P = c->bud.P;
     int np = (n + P - 1) / P;
     if (np > st->cap) st->cap = KB_MAX(np, 2 * st->cap); /* page-bound scratch (mc_scratch) */
+    int pk = KB_MIN(c->bud.n_pages, np); /* pages a row can choose this step */
+    if (pk > st->pk) {
+        st->pk = KB_MIN(c->bud.n_pages, KB_MAX(pk, 2 * st->pk));
+        free(st->pidx);
+        free(st->idx);
+        st->pidx = KB_MALLOC((size_t)st->rows * st->pk * sizeof(int32_t));
+        st->idx = KB_MALLOC((size_t)st->rows * st->pk * P * sizeof(int32_t));
+    }
     quest_job J = {st, kk, q, out, np, n};
     double t0 = kb_now();
     for (int g = 0; g < Hkv; g++) pages_sync(&st->pg[g], &st->s[g], kk);
     double sync = kb_now() - t0;
-    mc_sel_begin(c, st->rows, c->bud.n_pages * P); /* each attend task records its row */
+    mc_sel_begin(c, st->rows, KB_MIN(c->bud.n_pages * P, n)); /* each attend task records its row */
     c->acc.select_seconds += sync + mc_select_attend(kk, st->rows, quest_select_row, quest_attend_row, &J, NULL);
     c->acc.upkeep_seconds += sync;
     double distinct = 0, attended = 0;
@@ -221,6 +229,7 @@ const kb_method_ops kb_method_quest = {
     .description = "QUEST: page min/max bounds, top pages (current page always) attended exactly",
     .keys = quest_keys,
     .needs_budget = 1,
+    .selects = 1,
     .validate = quest_validate,
     .layer_init = quest_init,
     .decode = quest_decode,

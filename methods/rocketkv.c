@@ -145,6 +145,7 @@ const kb_method_ops kb_method_rocketkv = {
     .description = "RocketKV: SnapKV++ eviction, then hybrid sparse attention on the kept cache",
     .keys = rocketkv_keys,
     .needs_budget = 1,
+    .selects = 1,
     .window_default = 32,
     .evicts = 1,
     .validate = rk_validate,

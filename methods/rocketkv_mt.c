@@ -132,6 +132,7 @@ const kb_method_ops kb_method_rocketkv_mt = {
     .description = "RocketKV-MT: full KV retained, per-turn SnapKV++ working set, hybrid attention",
     .keys = rkmt_keys,
     .needs_budget = 1,
+    .selects = 1,
     .window_default = 32,
     .evicts = 1,
     .validate = rkmt_validate,

@@ -68,7 +68,9 @@ int snap_compress(const kb_snap_cfg *cfg, const kb_kernels *kk, int Hq, int Hkv,
             return kb_fail(err, KB_EINPUT, "%s: prompt budget %d leaves no room for the prompt "
                            "(check budget, max_new and the context length)", who, cfg->budget);
     size_t ldq = (size_t)Hq * D;
-    int32_t *idx = KB_MALLOC((size_t)(cfg->budget > 0 ? cfg->budget : 1) * sizeof(int32_t));
+    int nmax = 1; /* a row keeps at most min(budget, its slots): sized by the rows, not the budget */
+    for (int i = 0; i < rows; i++) nmax = KB_MAX(nmax, src[i]->n);
+    int32_t *idx = KB_MALLOC((size_t)KB_MAX(1, KB_MIN(cfg->budget, nmax)) * sizeof(int32_t));
     kb_snap_info last = {0, 0, 0};
     for (int i = 0; i < rows; i++) {
         const kb_kvstream *s = src[i];

@@ -39,6 +39,7 @@ const kb_method_ops kb_method_sparq = {
     .description = "SparQ (RocketKV authors' recipe: hybrid with p = 1; original options)",
     .keys = sparq_keys,
     .needs_budget = 1,
+    .selects = 1,
     .validate = sparq_validate,
     .layer_init = sparq_layer_init,
     .decode = hybm_decode,

@@ -406,6 +406,11 @@ size_t model_kv_bytes(const kb_model *m, long tokens, kb_dtype t) {
 }
 
 int model_check_memory(const kb_model *m, long tokens, double kv_copies, kb_dtype t, kb_err *err) {
+    return model_check_memory_extra(m, tokens, kv_copies, 0, t, err);
+}
+
+int model_check_memory_extra(const kb_model *m, long tokens, double kv_copies, double extra, kb_dtype t,
+                             kb_err *err) {
     size_t avail = machine_mem_available();
     if (!avail) return 0; /* unknown: do not guess */
     const kb_hparams *hp = &m->hp;
@@ -415,14 +420,17 @@ int model_check_memory(const kb_model *m, long tokens, double kv_copies, kb_dtyp
                  (size_t)hp->n_vocab * sizeof(float);
     /* the weights (a GGUF file's, copied or still mapped, or synthetic ones)
      * are in memory already: not new memory here */
-    size_t need = (size_t)((double)kv * kv_copies) + act;
+    size_t need = (size_t)((double)kv * kv_copies) + act + (size_t)(extra > 0 ? extra : 0);
+    char sel[96] = "";
+    if (extra > 0)
+        snprintf(sel, sizeof sel, " + %.2f GiB of a method's selection buffers", extra / 1073741824.0);
     if (need > avail)
         return kb_fail(err, KB_EINPUT,
                        "a context of %ld tokens needs %.2f GiB (%.3g K/V cache%s of %.2f GiB in %s + "
-                       "%.2f GiB of activations) but only %.2f GiB of memory is available: use a "
+                       "%.2f GiB of activations%s) but only %.2f GiB of memory is available: use a "
                        "shorter context, %sor a machine with more memory",
                        tokens, need / 1073741824.0, kv_copies, kv_copies != 1 ? "s" : "",
-                       kv / 1073741824.0, kb_dtype_name(t), act / 1073741824.0,
+                       kv / 1073741824.0, kb_dtype_name(t), act / 1073741824.0, sel,
                        avail / 1073741824.0, t == KB_F32 ? "kv_dtype f16, " : "");
     return 0;
 }

@@ -74,6 +74,10 @@ size_t model_kv_bytes(const kb_model *m, long tokens, kb_dtype t);
  * available memory; otherwise KB_EINPUT with a message giving what it would
  * need and what is available. */
 int model_check_memory(const kb_model *m, long tokens, double kv_copies, kb_dtype t, kb_err *err);
+/* The same with `extra` more bytes (a method's selection buffers:
+ * methodset_select_bytes), named in the message when not 0. */
+int model_check_memory_extra(const kb_model *m, long tokens, double kv_copies, double extra, kb_dtype t,
+                             kb_err *err);
 
 /* Scratch and timers of a forward pass. */
 typedef struct kb_forward {

@@ -1,0 +1,112 @@
+"""Config, --set and command-line values checked before anything runs (the
+audit of 2026-12-05, stop 61; docs/RELIABILITY.md): a bad value exits 2 with a
+message naming where it came from and writes nothing; a value the docs allow
+behaves as the docs define it.
+
+Expected values come from the docs (CONFIG.md, METHODS.md, DESIGN.md), not
+from the output of the code under test.
+"""
+import csv
+import json
+import os
+import resource
+import subprocess
+
+import pytest
+
+TIMING = {"prefill_ms", "decode_ms_per_token", "attn_ms_per_token"}
+SELECTING = ["exact_topk", "quest", "sparq", "hybrid", "rocketkv", "rocketkv_mt"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_llama):
+    # 2 layers, 4 query heads, 2 KV heads, head dim 16
+    return tiny_llama(n_ctx=2048)
+
+
+def write_config(path, **over):
+    cfg = {
+        "name": "t",
+        "seed": 5,
+        "tasks": [{"task": "needle", "words": [60], "depths": [0.5], "per_cell": 1, "max_new": 4}],
+        "methods": ["full"],
+    }
+    cfg.update(over)
+    path.write_text(json.dumps(cfg))
+    return str(path)
+
+
+def run(kvbench_bin, *args, env=None, limit_as=None, timeout=300):
+    def pre():
+        if limit_as:
+            resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
+    return subprocess.run([kvbench_bin, *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=env, preexec_fn=pre if limit_as else None)
+
+
+def rows(path, drop=TIMING | {"budget"}):
+    with open(path, newline="") as f:
+        return [{k: v for k, v in r.items() if k not in drop} for r in csv.DictReader(f)]
+
+
+# ---- 1. budgets above any context -------------------------------------------------------
+
+
+def test_budget_above_the_context_runs_as_the_whole_context(kvbench_bin, tiny, tmp_path):
+    """METHODS.md: a row holding no more than the budget is kept whole, top-k
+    takes min(B, n), QUEST attends every page when the cache has no more
+    pages than the budget; so every budget at or above twice the context
+    (hybrid's k is B/2) selects the same. Budgets up to 2^30 are allowed
+    (CONFIG.md, METHODS.md) and must cost memory by the cache, not by the
+    budget. Before, the selection buffers were sized by the budget: 2^24 ran
+    out of memory (4 GiB of address space here), 2^30 was refused in
+    `budgets` though `budget` allowed it."""
+    cfg = write_config(tmp_path / "c.json", methods=SELECTING + ["snapkv"],
+                       budgets=[4096, 1 << 24, 1 << 30])
+    p = run(kvbench_bin, "sweep", cfg, "--out", tmp_path / "o", "-m", tiny, limit_as=4 << 30)
+    assert p.returncode == 0, p.stderr[-2000:]
+    got = {}
+    for r in rows(tmp_path / "o" / "samples.csv", drop=TIMING):
+        b = r.pop("budget")
+        got.setdefault(b, []).append(r)
+    assert sorted(got) == sorted(str(b) for b in (4096, 1 << 24, 1 << 30))
+    assert got[str(1 << 24)] == got["4096"]
+    assert got[str(1 << 30)] == got["4096"]
+
+
+def _passes(kvbench_bin, cfg, model, limit, tmp_path):
+    env = dict(os.environ, KVBENCH_MEM_LIMIT=str(limit))
+    p = run(kvbench_bin, "sweep", cfg, "--out", tmp_path / "never", "-m", model, "--dry-run", env=env)
+    assert p.returncode in (0, 2), p.stderr
+    assert p.returncode == 0 or "of memory is available" in p.stderr, p.stderr
+    return p.returncode == 0, p.stderr
+
+
+def _least_passing(kvbench_bin, cfg, model, tmp_path):
+    lo, hi = 1, 1 << 26
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _passes(kvbench_bin, cfg, model, mid, tmp_path)[0]:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def test_memory_check_counts_selection_buffers(kvbench_bin, tiny, tmp_path):
+    """DESIGN.md: the check before the run counts the K/V caches and a
+    method's selection buffers, which methodset.h bounds by layers x Hq x
+    min(max(B, 16), 2 x tokens) x 3 int32 for a method that selects per step,
+    0 for SnapKV. Before, the selection buffers were not counted (and were
+    sized by the budget)."""
+    tasks = [{"task": "needle", "words": [200], "depths": [0.5], "per_cell": 1, "max_new": 4}]
+    dense = write_config(tmp_path / "d.json", tasks=tasks, methods=[{"method": "snapkv", "budget": 1 << 30}])
+    sel = write_config(tmp_path / "s.json", tasks=tasks, methods=[{"method": "exact_topk", "budget": 1 << 30}])
+    base = _least_passing(kvbench_bin, dense, tiny, tmp_path)
+    ok, err = _passes(kvbench_bin, dense, tiny, 1, tmp_path)
+    tokens = int(err.split("a context of ")[1].split()[0])
+    extra = 2 * 4 * (2 * tokens) * 3 * 4  # layers, Hq, slots, arrays, bytes
+    ok, err = _passes(kvbench_bin, sel, tiny, base + extra - 64, tmp_path)
+    assert not ok and "selection buffers" in err, err
+    assert _passes(kvbench_bin, sel, tiny, base + extra + 64, tmp_path)[0]
+    assert not (tmp_path / "never").exists()
