@@ -728,13 +728,19 @@ static int plan_check(drv *d, const kb_sweep_config *cfg, const kb_sample_list *
             return kb_fail(err, KB_EINPUT, "%s: key 'latency': context %d + %d decode tokens does not fit "
                            "the model context of %d tokens", cfg->path, c, dt, n_ctx);
     }
-    /* the one parameter whose range depends on the model (the layers check it
+    /* the parameters whose range depends on the model (the layers check them
      * again, for replay and generate) */
     for (int i = 0; i < cfg->n_cells; i++) {
         const kb_method_params *p = &cfg->cells[i].p;
         if (p->r > d->m->hp.head_dim)
             return kb_fail(err, KB_EINPUT, "%s: methods entry '%s': key 'r': %d exceeds the model's head dim D = %d",
                            cfg->path, p->label, p->r, d->m->hp.head_dim);
+        if (p->skip_layers >= d->m->hp.n_layer)
+            return kb_fail(err, KB_EINPUT, "%s: methods entry '%s': key 'skip_layers': %d, expected at most %d: "
+                           "the model has %d layers and the layers below skip_layers run Full KV, so %d or more "
+                           "would leave the method no layer",
+                           cfg->path, p->label, p->skip_layers, d->m->hp.n_layer - 1, d->m->hp.n_layer,
+                           d->m->hp.n_layer);
     }
     int most = 0, at = -1;
     for (int i = 0; i < samples->n; i++) {

@@ -110,6 +110,10 @@ int methodset_build_layers(const kb_method_params *p, const kb_method_ctx *ctx, 
                            const kb_layer_source *src, kb_methodset **out, kb_err *err) {
     const kb_method_ops *full = method_find("full");
     if (!full) return kb_fail(err, KB_ERUNTIME, "method registry has no 'full' method");
+    if (p->skip_layers >= ctx->n_layers)
+        return kb_fail(err, KB_EINPUT, "%s: key 'skip_layers': %d, expected at most %d: the model has %d layers "
+                       "and the layers below skip_layers run Full KV, so %d or more would leave the method no "
+                       "layer", p->label, p->skip_layers, ctx->n_layers - 1, ctx->n_layers, ctx->n_layers);
     kb_methodset *m = KB_CALLOC(1, sizeof *m);
     m->p = *p;
     memset(&m->full_p, 0, sizeof m->full_p);

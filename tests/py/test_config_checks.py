@@ -110,3 +110,37 @@ def test_memory_check_counts_selection_buffers(kvbench_bin, tiny, tmp_path):
     assert not ok and "selection buffers" in err, err
     assert _passes(kvbench_bin, sel, tiny, base + extra + 64, tmp_path)[0]
     assert not (tmp_path / "never").exists()
+
+
+# ---- 2. skip_layers against the model ---------------------------------------------------
+
+
+@pytest.mark.parametrize("dry", [True, False])
+def test_skip_layers_must_leave_the_method_a_layer(kvbench_bin, tiny, tmp_path, dry):
+    """METHODS.md: layers below skip_layers run Full KV. The tiny model has 2
+    layers: skip_layers 2 (or 1000) would make every layer Full KV under the
+    method's label; refused before the run, naming the key and the model's
+    layer count. Before, it ran silently as Full KV."""
+    for skip in (2, 1000):
+        cfg = write_config(tmp_path / "c.json", methods=[{"method": "quest", "label": "q", "skip_layers": skip}],
+                           budgets=[32])
+        out = tmp_path / "o"
+        p = run(kvbench_bin, "sweep", cfg, "--out", out, "-m", tiny, *(["--dry-run"] if dry else []))
+        assert p.returncode == 2, p.stderr
+        assert "key 'skip_layers'" in p.stderr and f"{skip}, expected at most 1" in p.stderr, p.stderr
+        assert "the model has 2 layers" in p.stderr and "c.json" in p.stderr, p.stderr
+        assert not out.exists()
+    cfg = write_config(tmp_path / "c.json", methods=[{"method": "quest", "skip_layers": 1}], budgets=[32])
+    p = run(kvbench_bin, "sweep", cfg, "--out", tmp_path / "ok", "-m", tiny, *(["--dry-run"] if dry else []))
+    assert p.returncode == 0, p.stderr
+
+
+def test_generate_skip_layers_against_the_model(kvbench_bin, tiny):
+    p = run(kvbench_bin, "generate", "-m", tiny, "-p", "hello there", "-n", "3", "--method", "quest",
+            "--budget", "32", "--set", "skip_layers=2")
+    assert p.returncode == 2, p.stderr
+    assert "key 'skip_layers'" in p.stderr and "the model has 2 layers" in p.stderr, p.stderr
+    assert p.stdout == ""
+    p = run(kvbench_bin, "generate", "-m", tiny, "-p", "hello there", "-n", "3", "--method", "quest",
+            "--budget", "32", "--set", "skip_layers=1")
+    assert p.returncode == 0, p.stderr
