@@ -138,8 +138,33 @@ int json_check_unique_keys(const cJSON *j, const char *name, kb_err *err) {
 }
 
 cJSON *json_cli_value(const char *s, const char *opt, const char *arg, kb_err *err) {
+    /* what a config file must be, a value on the command line must be too:
+     * UTF-8 (a bare word goes to the tables as it is), no \u0000 (the string
+     * would end there), no key twice (cJSON keeps the first, Python the last) */
+    int kl = (int)strcspn(arg, "=");
+    size_t n = strlen(s);
+    const char *bad = utf8_bad(s, n);
+    if (bad) {
+        kb_fail(err, KB_EINPUT, "%s %.*s=...: byte 0x%02x at byte %zu of the value is not valid UTF-8, "
+                "expected UTF-8 text", opt, kl, arg, (unsigned char)*bad, (size_t)(bad - s) + 1);
+        return NULL;
+    }
     cJSON *v = cJSON_ParseWithOpts(s, NULL, 1); /* the whole of s, not a prefix */
-    if (v) return v;
+    if (v) {
+        char at[512] = "";
+        const char *d = json_has_nul_escape(s, n) ? NULL : dup_key(v, at, sizeof at);
+        if (json_has_nul_escape(s, n))
+            kb_fail(err, KB_EINPUT, "%s %s: \\u0000 in a string is not supported (the text would end there)",
+                    opt, arg);
+        else if (d)
+            kb_fail(err, KB_EINPUT, "%s %s: key '%s' appears twice in %s; each key may appear once", opt, arg,
+                    d, at[0] ? at : "the value");
+        if (json_has_nul_escape(s, n) || d) {
+            cJSON_Delete(v);
+            return NULL;
+        }
+        return v;
+    }
     const char *p = s;
     while (*p == ' ' || *p == '\t') p++;
     if (*p == '[' || *p == '{' || *p == '"') { /* meant as JSON, and not valid */

@@ -22,7 +22,8 @@ int json_check_unique_keys(const cJSON *j, const char *name, kb_err *err);
 /* The value s of a command-line KEY=VALUE: the JSON value when the whole of s
  * is JSON, else s as a string (a bare word); NULL and KB_EINPUT in err,
  * naming "opt arg" (e.g. "--set", "budgets=[64"), when s starts as JSON
- * ('[', '{' or '"') and is not valid JSON. */
+ * ('[', '{' or '"') and is not valid JSON, and, as for a config file, when s
+ * is not UTF-8, holds the escape \u0000 or an object of it holds a key twice. */
 cJSON *json_cli_value(const char *s, const char *opt, const char *arg, kb_err *err);
 
 /* cJSON_Print (formatted != 0) or cJSON_PrintUnformatted of j as valid UTF-8:
