@@ -52,6 +52,9 @@ double bench_median(double *v, int n);
  * context at the model's limit (room for the decode, as bench engine); -1
  * when it cannot fit. */
 int bench_context_fit(int ctx, int decode, int n_ctx);
+/* KB_EINPUT naming both values when two of ctx[0..n) fit (bench_context_fit)
+ * to the same context, which would give two identical rows. */
+int bench_contexts_distinct(const int *ctx, int n, int decode, int n_ctx, kb_err *err);
 /* "512,2048" -> out[]; returns count or -1 after printing an error. */
 int bench_parse_list(const char *cmd, const char *opt, const char *s, int *out, int max, int lo,
                      int hi);

@@ -132,7 +132,13 @@ int bench_engine(int argc, char **argv) {
         return rc;
     }
     const kb_hparams *hp = &m->hp;
-    /* decode contexts at the model's limit leave room for the timed tokens */
+    /* decode contexts at the model's limit leave room for the timed tokens;
+     * two that fit to the same length would time the same context twice */
+    if (bench_contexts_distinct(ctx, nctx, (int)dec_tokens, hp->n_ctx_train, &err)) {
+        fprintf(stderr, "kvbench bench engine: --decode-ctx: %s\n", err.msg);
+        model_free(m);
+        return 2;
+    }
     for (int i = 0; i < nctx; i++)
         if (ctx[i] + dec_tokens > hp->n_ctx_train && ctx[i] <= hp->n_ctx_train && ctx[i] > dec_tokens) {
             fprintf(stderr, "kvbench bench engine: decode context %d -> %ld (room for %ld decode tokens)\n",

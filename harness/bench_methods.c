@@ -685,6 +685,18 @@ int bench_context_fit(int ctx, int decode, int n_ctx) {
     return ctx <= n_ctx && ctx > decode ? n_ctx - decode : -1;
 }
 
+int bench_contexts_distinct(const int *ctx, int n, int decode, int n_ctx, kb_err *err) {
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < i; j++) {
+            int a = bench_context_fit(ctx[j], decode, n_ctx), b = bench_context_fit(ctx[i], decode, n_ctx);
+            if (a >= 0 && a == b)
+                return kb_fail(err, KB_EINPUT, "contexts %d and %d both fit to %d tokens (room for %d decode "
+                               "tokens in the model context of %d), which would measure the same context twice: "
+                               "give one of them", ctx[j], ctx[i], a, decode, n_ctx);
+        }
+    return 0;
+}
+
 static int cmp_int_desc(const void *a, const void *b) {
     int x = *(const int *)a, y = *(const int *)b;
     return (x < y) - (x > y);
@@ -695,6 +707,9 @@ static int cmp_int_desc(const void *a, const void *b) {
  * saying so; a context that cannot fit is an error. *longest gets the largest. */
 static int fit_contexts(const kb_lat_opts *o, int *ctx, int nctx, int n_ctx, int *longest, kb_err *err) {
     *longest = 0;
+    int dup = bench_contexts_distinct(ctx, nctx, o->decode_tokens, n_ctx, err);
+    if (dup && !strcmp(o->cmd, "bench methods")) kb_err_prefix(err, "--contexts");
+    if (dup) return dup;
     for (int i = 0; i < nctx; i++) {
         int c = bench_context_fit(ctx[i], o->decode_tokens, n_ctx);
         if (c < 0)
@@ -870,6 +885,16 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
     kb_hparams shp;
     int longest;
     rc = model_synthetic_hparams(o->model, &shp, err); /* -1: a GGUF file */
+    kb_err e2 = {0};
+    int n_file;
+    if (rc < 0 && fill != KB_FILL_PREFILL && !model_context_length(o->model, &n_file, &e2) &&
+        bench_contexts_distinct(ctx, nctx, o->decode_tokens, n_file, err)) {
+        /* no make_snapshots to fit them: its cells fit each context (and say
+         * which cannot fit), but two that fit to one length are refused here,
+         * as fit_contexts does; a file that cannot be read is the cells' error */
+        if (!strcmp(o->cmd, "bench methods")) kb_err_prefix(err, "--contexts");
+        return KB_EINPUT;
+    }
     if (rc == 0) rc = fit_contexts(o, ctx, nctx, shp.n_ctx_train, &longest, err);
     if (rc > 0) return rc;
     rc = 0;

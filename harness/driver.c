@@ -728,6 +728,9 @@ static int plan_check(drv *d, const kb_sweep_config *cfg, const kb_sample_list *
             return kb_fail(err, KB_EINPUT, "%s: key 'latency': context %d + %d decode tokens does not fit "
                            "the model context of %d tokens", cfg->path, c, dt, n_ctx);
     }
+    if (cfg->latency.enabled &&
+        bench_contexts_distinct(cfg->latency.contexts, cfg->latency.n_contexts, dt, n_ctx, err))
+        return kb_err_prefix(err, "%s: key 'latency'", cfg->path);
     /* the parameters whose range depends on the model (the layers check them
      * again, for replay and generate) */
     for (int i = 0; i < cfg->n_cells; i++) {

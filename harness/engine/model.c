@@ -311,6 +311,23 @@ int model_synthetic_hparams(const char *spec, kb_hparams *hp, kb_err *err) {
     return 0;
 }
 
+int model_context_length(const char *spec, int *n_ctx, kb_err *err) {
+    kb_hparams hp;
+    int rc = model_synthetic_hparams(spec, &hp, err);
+    if (rc >= 0) {
+        if (!rc) *n_ctx = hp.n_ctx_train;
+        return rc;
+    }
+    gguf_file *f;
+    if ((rc = gguf_open(spec, &f, err))) return rc;
+    uint32_t u = 2048; /* as load_gguf */
+    rc = opt_u32(f, "llama.context_length", &u, err);
+    gguf_close(f);
+    if (!rc && (u < 1 || u > INT32_MAX)) rc = kb_fail(err, KB_EINPUT, "%s: context length %u", spec, u);
+    if (!rc) *n_ctx = (int)u;
+    return rc;
+}
+
 static int load_synthetic(const char *preset, kb_model *m, kb_err *err) {
     const synth_preset *sp = find_preset(preset, err);
     if (!sp) return KB_EINPUT;

@@ -51,6 +51,9 @@ void model_free(kb_model *m);
  * check before slow work): 0, KB_EINPUT for an unknown preset (the message
  * model_load gives), or -1 when spec is not "synthetic:...". */
 int model_synthetic_hparams(const char *spec, kb_hparams *hp, kb_err *err);
+/* The model's context length (n_ctx_train) from a synthetic preset or a GGUF
+ * file's header, without loading the weights. */
+int model_context_length(const char *spec, int *n_ctx, kb_err *err);
 /* Names of the synthetic presets, NULL-terminated. */
 extern const char *const kb_synthetic_presets[];
 /* Bytes of weights one decode step reads (every layer matrix + output + norms). */

@@ -196,3 +196,35 @@ def test_generate_set_and_replay_param_checked(kvbench_bin, tiny, tmp_path, opt)
         key = (value.decode("latin-1") if isinstance(value, bytes) else value).split("=")[0]
         assert f"{flag} {key}" in p.stderr and msg in p.stderr, p.stderr
         assert p.stdout == "" and not (tmp_path / "r").exists()
+
+
+# ---- 4. latency contexts that fit to the same length --------------------------------------
+
+
+def test_latency_contexts_fitting_to_one_length(kvbench_bin, tiny, tmp_path):
+    """PERFORMANCE.md / CONFIG.md: a context at the model's limit is fitted to
+    n_ctx - decode_tokens. The tiny model has 2048 tokens: with 16 decode
+    tokens 2040 and 2045 both become 2032. Measuring it twice gave two rows
+    of one (method, budget, context); refused before anything runs, naming
+    both values and the length. Before, bench methods wrote both rows."""
+    want = "contexts 2040 and 2045 both fit to 2032 tokens"
+    out = tmp_path / "bm"
+    p = run(kvbench_bin, "bench", "methods", "-m", tiny, "--contexts", "2045,2040", "--methods", "full",
+            "--fill", "random", "--reps", "1", "--decode-tokens", "16", "--out", out)
+    assert p.returncode == 2, p.stderr
+    assert "--contexts: contexts 2045 and 2040 both fit to 2032 tokens" in p.stderr, p.stderr
+    assert not out.exists()
+    p = run(kvbench_bin, "bench", "engine", "-m", tiny, "--decode-ctx", "2040,2045", "--prefill", "16",
+            "--decode-tokens", "16", "--reps", "1")
+    assert p.returncode == 2 and "--decode-ctx" in p.stderr and want in p.stderr, p.stderr
+    cfg = write_config(tmp_path / "c.json", latency={"contexts": [2040, 2045], "decode_tokens": 16})
+    for dry in (["--dry-run"], []):
+        p = run(kvbench_bin, "sweep", cfg, "--out", tmp_path / "o", "-m", tiny, *dry)
+        assert p.returncode == 2 and "key 'latency'" in p.stderr and want in p.stderr, p.stderr
+        assert not (tmp_path / "o").exists()
+    # distinct after fitting: both run
+    p = run(kvbench_bin, "bench", "methods", "-m", tiny, "--contexts", "2000,2045", "--methods", "full",
+            "--fill", "random", "--reps", "1", "--decode-tokens", "16", "--out", out)
+    assert p.returncode == 0, p.stderr
+    with open(out / "latency.csv", newline="") as f:
+        assert sorted(int(r["context"]) for r in csv.DictReader(f)) == [2000, 2032]
