@@ -36,8 +36,8 @@ void samples_move(kb_sample_list *dst, kb_sample_list *src);
 /* ---- config helpers (errors name the key; the caller adds the location) ---- */
 /* Checks cfg's keys against "task" + keys. */
 int ds_check_keys(const cJSON *cfg, const char *const *keys, kb_err *err);
-/* An array of integers in [lo, hi] under key (or a single integer); *out
- * malloc'ed. Absent: *n = 0. */
+/* An array of distinct integers in [lo, hi] under key (or a single integer);
+ * *out malloc'ed. Absent: *n = 0. */
 int ds_get_int_list(const cJSON *cfg, const char *key, long lo, long hi, long **out, int *n,
                     kb_err *err);
 /* path relative to env->data_dir unless absolute; malloc'ed. */

@@ -168,6 +168,10 @@ static int needle_generate(const cJSON *cfg, const kb_dataset_env *env, kb_sampl
         if ((rc = json_get_int(wv, "task config: key 'words'", "min", 0, 1, mx, def_min, &mn, err)) ||
             (rc = json_get_int(wv, "task config: key 'words'", "n", 0, 1, 1000, 10, &n, err)))
             goto out_wording;
+        if (n > mx - mn + 1) /* the spacing would repeat lengths, and so sample ids */
+            rc = kb_fail(err, KB_EINPUT, "task config: key 'words': n = %ld lengths from %ld to %ld would repeat "
+                         "some: expected n <= %ld", n, mn, mx, mx - mn + 1);
+        if (rc) goto out_wording;
         ng = (int)n;
         grid = KB_MALLOC((size_t)ng * sizeof *grid);
         for (int i = 0; i < ng; i++)
@@ -178,9 +182,9 @@ static int needle_generate(const cJSON *cfg, const kb_dataset_env *env, kb_sampl
         long mx;
         if ((rc = fit_words(env, prose, &w, (int)max_new, &mx, err))) goto out_wording;
         long mn = mx / 40 > 16 ? mx / 40 : 16;
-        ng = 10;
+        ng = (int)KB_MIN(10L, KB_MAX(1L, mx - mn + 1)); /* 10 distinct lengths, or as many as there are */
         grid = KB_MALLOC((size_t)ng * sizeof *grid);
-        for (int i = 0; i < ng; i++) grid[i] = mn + ((mx - mn) * i + (ng - 1) / 2) / (ng - 1);
+        for (int i = 0; i < ng; i++) grid[i] = ng == 1 ? mx : mn + ((mx - mn) * i + (ng - 1) / 2) / (ng - 1);
     }
 
     long lo_key = 1, hi_key = 9;

@@ -198,6 +198,10 @@ int ds_get_int_list(const cJSON *cfg, const char *key, long lo, long hi, long **
         char k[96];
         snprintf(k, sizeof k, "%s[%d]", key, i);
         int rc = json_as_int(c, "task config", k, lo, hi, &arr[i], err);
+        for (int j = 0; j < i && !rc; j++) /* the same samples again, with the same ids */
+            if (arr[j] == arr[i])
+                rc = kb_fail(err, KB_EINPUT, "task config: key '%s': %ld appears twice (each value makes "
+                             "its own samples, and these would repeat with the same ids)", key, arr[i]);
         if (rc) {
             free(arr);
             return rc;

@@ -228,3 +228,26 @@ def test_latency_contexts_fitting_to_one_length(kvbench_bin, tiny, tmp_path):
     assert p.returncode == 0, p.stderr
     with open(out / "latency.csv", newline="") as f:
         assert sorted(int(r["context"]) for r in csv.DictReader(f)) == [2000, 2032]
+
+
+# ---- 5. repeated task lengths ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("task,bad", [
+    ({"task": "needle", "words": [60, 60], "depths": [0.5], "per_cell": 1, "max_new": 4}, "key 'words': 60 appears twice"),
+    ({"task": "needle", "words": {"min": 20, "max": 22, "n": 4}, "depths": [0.5], "per_cell": 1, "max_new": 4},
+     "key 'words': n = 4 lengths from 20 to 22 would repeat some: expected n <= 3"),
+    ({"task": "niah_single_1", "lengths": [300, 300], "samples": 1}, "key 'lengths': 300 appears twice"),
+    ({"task": "scbench_kv_like", "lengths": [1024, 1024], "samples": 1, "turns": 2},
+     "key 'lengths': 1024 appears twice"),
+])
+def test_repeated_task_lengths_refused(kvbench_bin, tiny, tmp_path, task, bad):
+    """DATASETS.md: each value of `words` / `lengths` makes its own samples,
+    whose ids hold the value (needle w60_d0_0): a value twice made the same
+    samples twice with the same ids, counted twice in n and ci95. Refused as
+    `budgets` refuses a value twice. Before, they ran."""
+    cfg = write_config(tmp_path / "c.json", tasks=[task])
+    p = run(kvbench_bin, "sweep", cfg, "--out", tmp_path / "o", "-m", tiny, "--dry-run")
+    assert p.returncode == 2, p.stderr
+    assert "tasks[0]" in p.stderr and bad in p.stderr, p.stderr
+    assert not (tmp_path / "o").exists()
