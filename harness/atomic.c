@@ -171,6 +171,11 @@ int check_out_path(const char *path, int want_dir, kb_err *err) {
     struct stat st;
     if (!*path) return kb_fail(err, KB_EINPUT, "an empty output path");
     if (want_dir && check_dir_len(path, err)) return KB_EINPUT;
+    size_t len = strlen(path);
+    if (!want_dir && (path[len - 1] == '/' || !strcmp(path, ".") || !strcmp(path, "..") ||
+                      (len >= 2 && !strcmp(path + len - 2, "/.")) || (len >= 3 && !strcmp(path + len - 3, "/.."))))
+        return kb_fail(err, KB_EINPUT, "%s: names a directory, expected a file to write (a path not ending in "
+                       "'/', '.' or '..')", path);
     if (stat(path, &st) == 0) {
         if (!want_dir && S_ISDIR(st.st_mode))
             return kb_fail(err, KB_EINPUT, "%s: is a directory, expected a file to write", path);

@@ -41,7 +41,8 @@ int atomic_clean_stale(const char *dir, const char *const *names, int n_names);
  * output path the user gave: exit 2) */
 int make_dirs(const char *path, kb_err *err);
 /* Before the work, for an output path the user gave: a file (want_dir 0) must
- * not be a directory and its directory must exist and be writable; a
+ * not be a directory nor name one (a path ending in '/', "." or "..") and
+ * its directory must exist and be writable; a
  * directory (want_dir 1) must be a writable directory or be makeable under
  * one. Writable means a file could be made there: a probe file is created and
  * removed at once (nothing else is created). KB_EINPUT with the path on failure. */

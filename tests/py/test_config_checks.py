@@ -251,3 +251,23 @@ def test_repeated_task_lengths_refused(kvbench_bin, tiny, tmp_path, task, bad):
     assert p.returncode == 2, p.stderr
     assert "tasks[0]" in p.stderr and bad in p.stderr, p.stderr
     assert not (tmp_path / "o").exists()
+
+
+# ---- 6. an output file named as a directory ----------------------------------------------
+
+
+@pytest.mark.parametrize("cmd", ["logits", "prompts"])
+def test_output_file_path_ending_in_slash(kvbench_bin, tiny, tmp_path, cmd):
+    """README/OUTPUTS.md: a bad output path is refused before the work, exit 2.
+    A file path ending in '/' names a directory. Before, `logits --out
+    DIR/ld/` computed the logits, then failed (exit 1) creating its file."""
+    for out in (f"{tmp_path}/ld/", f"{tmp_path}/", f"{tmp_path}/."):
+        if cmd == "logits":
+            args = ["logits", "-m", tiny, "--tokens", "1 2", "--out", out]
+        else:
+            cfg = write_config(tmp_path / "c.json")
+            args = ["prompts", cfg, "--counter", "bytes4", "--out", out]
+        p = run(kvbench_bin, *args)
+        assert p.returncode == 2, (out, p.stderr)
+        assert f"--out {out}" in p.stderr and ("names a directory" in p.stderr or "is a directory" in p.stderr), p.stderr
+        assert not (tmp_path / "ld").exists()
