@@ -85,6 +85,8 @@ typedef struct kb_sample_list {
 typedef struct kb_dataset_env {
     unsigned long long seed;  /* the sweep's seed */
     const char *haystack_dir; /* --haystack DIR or NULL (Debian corpora) */
+    const char *haystack_from; /* what named haystack_dir, for messages (e.g. "key 'haystack'");
+                                  NULL: "--haystack" */
     const char *data_dir;     /* where official files live (LongBench/SCBench/RULER QA) or NULL;
                                  relative "file"/"dir" keys of a task resolve against it */
     const char *configs_dir;  /* configs/ (prompt wording in configs/prompts/); NULL: found

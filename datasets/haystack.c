@@ -144,18 +144,20 @@ static int load_glosses(char **buf, size_t *len, kb_err *err) {
     return 0;
 }
 
-static int load_prose(const char *dir, char **buf, char *desc, size_t dcap, kb_err *err) {
+static int load_prose(const char *dir, const char *from, char **buf, char *desc, size_t dcap, kb_err *err) {
     size_t len = 0;
     *buf = KB_MALLOC(1);
     (*buf)[0] = 0;
     int rc = 0;
+    if (!from) from = "--haystack";
+    if (dir && !*dir) return kb_fail(err, KB_EINPUT, "%s: an empty path, expected a directory of .txt files", from);
     if (dir) {
         char **files;
         int nf;
-        if ((rc = list_files(dir, ".txt", &files, &nf, err))) return rc;
+        if ((rc = list_files(dir, ".txt", &files, &nf, err))) return kb_err_prefix(err, "%s", from);
         if (!nf) {
             free(files);
-            return kb_fail(err, KB_EINPUT, "--haystack %s: no .txt files in the directory", dir);
+            return kb_fail(err, KB_EINPUT, "%s %s: no .txt files in the directory", from, dir);
         }
         for (int i = 0; i < nf && !rc; i++) rc = append_file(files[i], 0, buf, &len, err);
         snprintf(desc, dcap, "haystack-dir:%s (%d .txt files)", dir, nf);
@@ -192,7 +194,7 @@ static int load_prose(const char *dir, char **buf, char *desc, size_t dcap, kb_e
     return rc;
 }
 
-int prose_get(const char *haystack_dir, const kb_prose **out, kb_err *err) {
+int prose_get(const char *haystack_dir, const char *from, const kb_prose **out, kb_err *err) {
     const char *key = haystack_dir ? haystack_dir : "";
     for (int i = 0; i < g_nprose; i++)
         if (!strcmp(g_prose[i].key, key)) {
@@ -201,7 +203,7 @@ int prose_get(const char *haystack_dir, const kb_prose **out, kb_err *err) {
         }
     prose_cache c;
     memset(&c, 0, sizeof c);
-    int rc = load_prose(haystack_dir, &c.buf, c.p.desc, sizeof c.p.desc, err);
+    int rc = load_prose(haystack_dir, from, &c.buf, c.p.desc, sizeof c.p.desc, err);
     if (rc) {
         free(c.buf);
         return rc;
@@ -351,7 +353,7 @@ int words_get(const char *pos, const kb_wordlist **out, kb_err *err) {
 
 int haystack_describe(const char *haystack_dir, char *buf, size_t cap, kb_err *err) {
     const kb_prose *p;
-    int rc = prose_get(haystack_dir, &p, err);
+    int rc = prose_get(haystack_dir, NULL, &p, err);
     if (rc) return rc;
     const kb_wordlist *w;
     rc = words_get("noun", &w, err);

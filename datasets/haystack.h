@@ -26,8 +26,10 @@ typedef struct kb_wordlist {
     char desc[160];
 } kb_wordlist;
 
-/* The prose corpus for this --haystack value (NULL: Debian corpora). */
-int prose_get(const char *haystack_dir, const kb_prose **out, kb_err *err);
+/* The prose corpus for this --haystack value (NULL: Debian corpora; "": an
+ * error). `from` names where the value came from in messages (NULL:
+ * "--haystack"; a sweep: "key 'haystack'"). */
+int prose_get(const char *haystack_dir, const char *from, const kb_prose **out, kb_err *err);
 /* pos: "adj", "noun" or "verb". */
 int words_get(const char *pos, const kb_wordlist **out, kb_err *err);
 

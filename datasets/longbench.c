@@ -157,7 +157,7 @@ static int lb_generate(const cJSON *cfg, const kb_dataset_env *env, kb_sample_li
     if ((rc = json_get_int(cfg, "task config", "limit", 0, 0, 1L << 30, 0, &limit, err)) ||
         (rc = json_get_int(cfg, "task config", "max_len", 0, 0, 1L << 24, 0, &max_len, err)) ||
         (rc = json_get_bool(cfg, "task config", "e", 0, 0, &e, err)) ||
-        (rc = json_get_string(cfg, "task config", "dir", 0, NULL, &dir_key, err)) ||
+        (rc = json_get_path(cfg, "task config", "dir", 0, NULL, &dir_key, err)) ||
         (rc = json_get_string(cfg, "task config", "prompts", 0, "official", &prompts, err)))
         return rc;
     if (!dir_key && !(env->data_dir && *env->data_dir))

@@ -151,7 +151,7 @@ static int needle_generate(const cJSON *cfg, const kb_dataset_env *env, kb_sampl
         (rc = wording_get(&wf, NULL, "question", &w.question, err)) ||
         (rc = wording_get(&wf, NULL, "template", &w.tmpl, err)))
         goto out_wording;
-    if ((rc = prose_get(env->haystack_dir, &prose, err))) goto out_wording;
+    if ((rc = prose_get(env->haystack_dir, env->haystack_from, &prose, err))) goto out_wording;
 
     /* the word grid */
     const cJSON *wv = cJSON_GetObjectItemCaseSensitive(cfg, "words");

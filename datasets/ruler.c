@@ -881,7 +881,7 @@ static int ruler_generate_spec(const ruler_spec *sp, const cJSON *cfg, const kb_
     if ((rc = wording_load(cfg, env, "ruler", &c.wf, err))) goto out;
     if (sp->kind == R_QA) {
         const char *file;
-        if ((rc = json_get_string(cfg, "task config", "file", 1, NULL, &file, err))) goto out;
+        if ((rc = json_get_path(cfg, "task config", "file", 1, NULL, &file, err))) goto out;
         char *path = ds_data_path(env, file);
         rc = ds_path_copy(c.qa_path, sizeof c.qa_path, path, "RULER QA data file", err);
         free(path);
@@ -892,7 +892,7 @@ static int ruler_generate_spec(const ruler_spec *sp, const cJSON *cfg, const kb_
         if ((rc = words_get("adj", &c.adj, err)) || (rc = words_get("noun", &c.noun, err)))
             goto out;
         if (sp->kind == R_NIAH && sp->hay == HAY_ESSAY) {
-            if ((rc = prose_get(env->haystack_dir, &c.prose, err))) goto out;
+            if ((rc = prose_get(env->haystack_dir, env->haystack_from, &c.prose, err))) goto out;
             snprintf(hay_desc, sizeof hay_desc, "haystack=%s; words=%s", c.prose->desc, c.noun->desc);
         } else {
             snprintf(hay_desc, sizeof hay_desc, "words=%s", c.noun->desc);

@@ -855,7 +855,7 @@ static int sc_generate(const sc_spec *sp, const cJSON *cfg, const kb_dataset_env
             goto out_list;
         char def[128];
         snprintf(def, sizeof def, "%s.jsonl", sp->name);
-        if ((rc = json_get_string(cfg, "task config", "file", 0, def, &file, err))) goto out_list;
+        if ((rc = json_get_path(cfg, "task config", "file", 0, def, &file, err))) goto out_list;
         char *path = ds_data_path(env, file);
         rc = ds_path_copy(c.file, sizeof c.file, path, "SCBench data file", err);
         free(path);

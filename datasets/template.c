@@ -110,7 +110,7 @@ int wording_load(const cJSON *cfg, const kb_dataset_env *env, const char *family
                  ds_wording *w, kb_err *err) {
     memset(w, 0, sizeof *w);
     const char *custom = NULL;
-    int rc = json_get_string(cfg, "task config", "prompts", 0, NULL, &custom, err);
+    int rc = json_get_path(cfg, "task config", "prompts", 0, NULL, &custom, err);
     if (rc) return rc;
     if (custom) {
         char *p = ds_data_path(env, custom);

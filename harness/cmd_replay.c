@@ -149,6 +149,10 @@ int cmd_replay(int argc, char **argv) {
         usage(stderr);
         return fail(2, !trace_dir ? "--trace DIR is required" : "--out DIR is required");
     }
+    if (!*trace_dir) { /* its files would be read from the root directory */
+        free(params);
+        return fail(2, "--trace: an empty path, expected a trace directory");
+    }
 
     /* the method's JSON object: --config, then --method/--budget/--param on top */
     kb_err err = {0};

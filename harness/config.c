@@ -179,8 +179,8 @@ static int resolve(kb_sweep_config *c, kb_err *err) {
     c->threads = (int)v;
     if ((rc = json_get_bool(r, w, "fidelity", 0, 0, &c->fidelity, err))) return rc;
     if ((rc = json_get_bool(r, w, "own_answers", 0, 0, &c->own_answers, err))) return rc;
-    if ((rc = json_get_string(r, w, "haystack", 0, NULL, &c->haystack, err))) return rc;
-    if ((rc = json_get_string(r, w, "data_dir", 0, NULL, &c->data_dir, err))) return rc;
+    if ((rc = json_get_path(r, w, "haystack", 0, NULL, &c->haystack, err))) return rc;
+    if ((rc = json_get_path(r, w, "data_dir", 0, NULL, &c->data_dir, err))) return rc;
     if ((rc = json_get_int(r, w, "max_samples", 0, 0, 1L << 30, 0, &v, err))) return rc;
     c->max_samples = (int)v;
     const char *gmode = NULL;

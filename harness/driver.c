@@ -602,6 +602,7 @@ static int gen_samples(drv *d, kb_sample_list *all, kb_err *err) {
     memset(&env, 0, sizeof env);
     env.seed = c->seed;
     env.haystack_dir = c->haystack;
+    env.haystack_from = "key 'haystack'"; /* its errors are prefixed "CONFIG: tasks[i]" */
     env.data_dir = c->data_dir;
     env.configs_dir = "configs"; /* ./configs/prompts if there, else as ds_configs_dir says */
     env.n_ctx = d->m->hp.n_ctx_train;

@@ -345,6 +345,14 @@ int json_get_string(const cJSON *obj, const char *where, const char *key, int re
     return 0;
 }
 
+int json_get_path(const cJSON *obj, const char *where, const char *key, int required, const char *def,
+                  const char **out, kb_err *err) {
+    int rc = json_get_string(obj, where, key, required, def, out, err);
+    if (!rc && *out && !**out)
+        rc = kb_fail(err, KB_EINPUT, "%s: key '%s': an empty path, expected a file or directory name", where, key);
+    return rc;
+}
+
 int json_get_string_array(const cJSON *obj, const char *where, const char *key, int required,
                           const char ***out, int *n, kb_err *err) {
     int rc;

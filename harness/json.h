@@ -47,6 +47,10 @@ int json_get_bool(const cJSON *obj, const char *where, const char *key, int requ
 /* String value (points into obj; valid while obj lives). */
 int json_get_string(const cJSON *obj, const char *where, const char *key, int required,
                     const char *def, const char **out, kb_err *err);
+/* A string naming a file or directory: json_get_string, and "" is refused
+ * (it would mean the root directory, the current one or the default). */
+int json_get_path(const cJSON *obj, const char *where, const char *key, int required, const char *def,
+                  const char **out, kb_err *err);
 /* Array of strings: *out is a malloc'ed array of pointers into obj. */
 int json_get_string_array(const cJSON *obj, const char *where, const char *key, int required,
                           const char ***out, int *n, kb_err *err);

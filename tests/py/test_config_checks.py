@@ -271,3 +271,45 @@ def test_output_file_path_ending_in_slash(kvbench_bin, tiny, tmp_path, cmd):
         assert p.returncode == 2, (out, p.stderr)
         assert f"--out {out}" in p.stderr and ("names a directory" in p.stderr or "is a directory" in p.stderr), p.stderr
         assert not (tmp_path / "ld").exists()
+
+
+# ---- 7. empty paths, and the haystack named as the config names it ---------------------------
+
+
+@pytest.mark.parametrize("over,msg", [
+    ({"haystack": ""}, "key 'haystack': an empty path"),
+    ({"data_dir": ""}, "key 'data_dir': an empty path"),
+    ({"tasks": [{"task": "needle", "words": [60], "prompts": ""}]}, "tasks[0]: task config: key 'prompts': an empty path"),
+    ({"tasks": [{"task": "qa_1", "lengths": [1024], "file": ""}]}, "tasks[0]: task config: key 'file': an empty path"),
+    ({"tasks": [{"task": "scbench_kv", "file": ""}]}, "tasks[0]: task config: key 'file': an empty path"),
+    ({"tasks": [{"task": "longbench", "dir": ""}]}, "tasks[0]: task config: key 'dir': an empty path"),
+])
+def test_empty_paths_refused(kvbench_bin, tiny, tmp_path, over, msg):
+    """An empty path is no file: before, "haystack": "" (and "prompts",
+    "file") read the directory "" ("tasks[0]: : cannot open directory") and
+    "data_dir": "" silently meant no data_dir. Refused naming the key."""
+    cfg = write_config(tmp_path / "c.json", **over)
+    p = run(kvbench_bin, "sweep", cfg, "--out", tmp_path / "o", "-m", tiny, "--dry-run")
+    assert p.returncode == 2 and msg in p.stderr, p.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_haystack_errors_name_the_config_key(kvbench_bin, tiny, tmp_path):
+    """A config's haystack folder without .txt files was reported as
+    "--haystack DIR", an option the sweep does not have."""
+    hay = tmp_path / "hay"
+    hay.mkdir()
+    (hay / "notes.md").write_text("words " * 200)
+    cfg = write_config(tmp_path / "c.json", haystack=str(hay))
+    p = run(kvbench_bin, "sweep", cfg, "--out", tmp_path / "o", "-m", tiny, "--dry-run")
+    assert p.returncode == 2, p.stderr
+    assert f"tasks[0]: key 'haystack' {hay}: no .txt files" in p.stderr and "--haystack" not in p.stderr, p.stderr
+    p = run(kvbench_bin, "prompts", cfg, "--counter", "bytes4", "--haystack", hay)
+    assert p.returncode == 2 and f"--haystack {hay}: no .txt files" in p.stderr, p.stderr
+
+
+def test_replay_empty_trace_path(kvbench_bin, tmp_path):
+    """`replay --trace ""` read /k.npy, /v.npy ... from the root directory."""
+    p = run(kvbench_bin, "replay", "--trace", "", "--out", tmp_path / "r", "--method", "full")
+    assert p.returncode == 2 and "--trace: an empty path" in p.stderr and "/k.npy" not in p.stderr, p.stderr
+    assert not (tmp_path / "r").exists()
