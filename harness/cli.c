@@ -11,7 +11,7 @@
 #include "kernels/kb_base.h"
 
 const char *cli_model_path(const char *opt) {
-    if (opt && *opt) return opt;
+    if (opt) return opt; /* "" too: gguf_open refuses it, rather than the default model running */
     const char *env = getenv("KVBENCH_MODEL");
     if (env && *env) return env;
     static const char *rel = "models/SmolLM2-135M-Instruct.Q4_1.gguf";

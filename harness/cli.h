@@ -20,7 +20,8 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 
 /* Shared helpers for the subcommands (harness/cli.c). */
-/* The model to use: --model/-m value, else $KVBENCH_MODEL, else the default
+/* The model to use: --model/-m value (an empty one is returned as such and
+ * refused by gguf_open), else $KVBENCH_MODEL (unless empty), else the default
  * models/SmolLM2-135M-Instruct.Q4_1.gguf. */
 const char *cli_model_path(const char *opt);
 /* Strict number parsing for option values: whole string must parse and lie in

@@ -41,7 +41,14 @@ int cmd_sweep(int argc, char **argv) {
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:o:h", opts, NULL)) != -1) {
         switch (c) {
-        case 'm': o.model = optarg; break;
+        case 'm':
+            if (!*optarg) { /* not the config's model nor the default one */
+                fprintf(stderr, "kvbench sweep: --model: an empty path, expected a GGUF file or synthetic:PRESET\n");
+                free(sets);
+                return 2;
+            }
+            o.model = optarg;
+            break;
         case 'o': o.out_dir = optarg; break;
         case 'r': o.resume = 1; break;
         case 'f': o.force = 1; break;

@@ -165,7 +165,7 @@ static int resolve(kb_sweep_config *c, kb_err *err) {
         return kb_fail(err, KB_EINPUT, "%s: key 'name': expected 1-100 letters, digits, '.', '_' or '-' "
                        "(not \".\" or \"..\": it names the directory results/<name>), got \"%s\"", w, s);
     c->name = s;
-    if ((rc = json_get_string(r, w, "model", 0, NULL, &c->model, err))) return rc;
+    if ((rc = json_get_path(r, w, "model", 0, NULL, &c->model, err))) return rc;
     const char *descr; /* free text, but text: not read further */
     if ((rc = json_get_string(r, w, "description", 0, NULL, &descr, err))) return rc;
     long v;

@@ -468,6 +468,8 @@ int gguf_open_mem(const void *buf, size_t size, const char *name, gguf_file **ou
 
 int gguf_open(const char *path, gguf_file **out, kb_err *err) {
     *out = NULL;
+    if (!*path) /* not the default model, not the current directory */
+        return kb_fail(err, KB_EINPUT, "an empty model path, expected a GGUF file");
     /* O_NONBLOCK: a FIFO would otherwise block the open until a writer comes;
      * it is refused below like every file that is not regular (no effect on
      * regular files) */

@@ -313,3 +313,26 @@ def test_replay_empty_trace_path(kvbench_bin, tmp_path):
     p = run(kvbench_bin, "replay", "--trace", "", "--out", tmp_path / "r", "--method", "full")
     assert p.returncode == 2 and "--trace: an empty path" in p.stderr and "/k.npy" not in p.stderr, p.stderr
     assert not (tmp_path / "r").exists()
+
+
+# ---- 8. an empty model path -------------------------------------------------------------
+
+
+def test_empty_model_path_refused(kvbench_bin, tiny, tmp_path):
+    """CONFIG.md: the model is --model, else the config's model, else
+    $KVBENCH_MODEL, else the default. An empty one is not a model: before,
+    `sweep -m ""` and "model": "" ran the default model."""
+    cfg = write_config(tmp_path / "c.json")
+    for args, msg in [(["-m", ""], "--model: an empty path"),
+                      (["--set", 'model=""'], "key 'model': an empty path")]:
+        p = run(kvbench_bin, "sweep", cfg, "--out", tmp_path / "o", "--dry-run", *args)
+        assert p.returncode == 2 and msg in p.stderr, p.stderr
+        assert not (tmp_path / "o").exists()
+    cfg = write_config(tmp_path / "c.json", model="")
+    p = run(kvbench_bin, "sweep", cfg, "--out", tmp_path / "o", "--dry-run")
+    assert p.returncode == 2 and "key 'model': an empty path" in p.stderr, p.stderr
+    for args in (["generate", "-m", "", "-p", "hi", "-n", "2"],
+                 ["logits", "-m", "", "--tokens", "1 2", "--out", tmp_path / "l.npy"]):
+        p = run(kvbench_bin, *args)
+        assert p.returncode == 2 and "an empty model path" in p.stderr and p.stdout == "", p.stderr
+    assert not (tmp_path / "l.npy").exists()
