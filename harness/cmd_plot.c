@@ -1001,6 +1001,25 @@ static int write_manifest(plotctx *pc, int final, kb_err *err) {
     return rc;
 }
 
+/* --formats: a comma-separated list of png and svg, each at most once (before
+ * 2026-12-05 any value holding "png" or "svg" passed: "png,pdf", "jpgpng") */
+static int parse_formats(const char *s, int *png, int *svg) {
+    *png = *svg = 0;
+    const char *p = s;
+    for (;;) {
+        size_t n = strcspn(p, ",");
+        int *f = n == 3 && !strncmp(p, "png", 3) ? png : n == 3 && !strncmp(p, "svg", 3) ? svg : NULL;
+        if (!f || *f) {
+            fprintf(stderr, "kvbench plot: --formats '%s': %s '%.*s', expected a comma-separated list of png and "
+                    "svg (each once)\n", s, f ? "a second" : n ? "unknown format" : "an empty item", (int)n, p);
+            return 2;
+        }
+        *f = 1;
+        if (!p[n]) return 0;
+        p += n + 1;
+    }
+}
+
 int cmd_plot(int argc, char **argv) {
     static const struct option opts[] = {{"formats", 1, 0, 'f'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     plotctx pc;
@@ -1011,12 +1030,7 @@ int cmd_plot(int argc, char **argv) {
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'f':
-            pc.png = strstr(optarg, "png") != NULL;
-            pc.svg = strstr(optarg, "svg") != NULL;
-            if (!pc.png && !pc.svg) {
-                fprintf(stderr, "kvbench plot: --formats expects png, svg or png,svg\n");
-                return 2;
-            }
+            if (parse_formats(optarg, &pc.png, &pc.svg)) return 2;
             break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;

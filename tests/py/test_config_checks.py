@@ -336,3 +336,21 @@ def test_empty_model_path_refused(kvbench_bin, tiny, tmp_path):
         p = run(kvbench_bin, *args)
         assert p.returncode == 2 and "an empty model path" in p.stderr and p.stdout == "", p.stderr
     assert not (tmp_path / "l.npy").exists()
+
+
+# ---- 9. plot --formats ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value,item", [("png,pdf", "unknown format 'pdf'"), ("jpgpng", "unknown format 'jpgpng'"),
+                                        ("svg;rm", "unknown format 'svg;rm'"), ("png,", "an empty item"),
+                                        ("png,png", "a second 'png'"), ("", "an empty item")])
+def test_plot_formats_is_a_list_of_png_and_svg(kvbench_bin, tmp_path, value, item):
+    """README: `plot RUN [--formats png,svg]`. Before, any value holding the
+    letters png or svg passed ("png,pdf", "jpgpng", "svg;rm" drew both or
+    one format, exit 0)."""
+    p = run(kvbench_bin, "plot", tmp_path, "--formats", value)
+    assert p.returncode == 2 and f"--formats '{value}': {item}" in p.stderr, p.stderr
+    assert not (tmp_path / "plots").exists()
+    for good in ("png", "svg", "svg,png"):  # accepted: plot goes on to the run directory
+        p = run(kvbench_bin, "plot", tmp_path, "--formats", good)
+        assert "--formats" not in p.stderr and "neither summary.csv nor latency.csv" in p.stderr, p.stderr
