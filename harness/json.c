@@ -94,6 +94,54 @@ int file_read_text(const char *path, char **out, size_t *len, kb_err *err) {
     return 0;
 }
 
+/* The first number of the JSON text s[0..n) that is not a JSON number
+ * (RFC 8259: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?), which cJSON
+ * reads anyway (07, 00, 1., 1.e5), or whose integer part exceeds 2^53 without
+ * an exponent (9007199254740993 would silently become 2^53: doubles are
+ * exact up to there); NULL if none. *why says which. Strings are skipped;
+ * a number is what cJSON takes for one: a run of [0-9+-.eE] starting with
+ * '-' or a digit. */
+static const char *number_bad(const char *s, size_t n, const char **why) {
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '"') { /* skip the string */
+            for (i++; i < n && s[i] != '"'; i++)
+                if (s[i] == '\\') i++;
+            continue;
+        }
+        if (s[i] != '-' && !(s[i] >= '0' && s[i] <= '9')) continue;
+        size_t a = i, e = i;
+        while (e < n && (strchr("0123456789+-.eE", s[e]) && s[e])) e++;
+        size_t p = a + (s[a] == '-'), d0 = p;
+        while (p < e && s[p] >= '0' && s[p] <= '9') p++;
+        size_t nd = p - d0; /* integer digits */
+        int ok = nd > 0 && !(nd > 1 && s[d0] == '0');
+        if (ok && p < e && s[p] == '.') {
+            size_t f = ++p;
+            while (p < e && s[p] >= '0' && s[p] <= '9') p++;
+            ok = p > f;
+        }
+        int expo = ok && p < e && (s[p] == 'e' || s[p] == 'E');
+        if (expo) {
+            p++;
+            if (p < e && (s[p] == '+' || s[p] == '-')) p++;
+            size_t x = p;
+            while (p < e && s[p] >= '0' && s[p] <= '9') p++;
+            ok = p > x;
+        }
+        if (!ok || p != e) {
+            *why = nd > 1 && s[d0] == '0' ? "a leading zero" : "not a JSON number";
+            return s + a;
+        }
+        /* 2^53 = 9007199254740992 has 16 digits */
+        if (!expo && (nd > 16 || (nd == 16 && memcmp(s + d0, "9007199254740992", 16) > 0))) {
+            *why = "beyond 2^53 = 9007199254740992 (the largest integer a JSON number holds exactly here)";
+            return s + a;
+        }
+        i = e - 1;
+    }
+    return NULL;
+}
+
 static int cmp_name(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
@@ -150,6 +198,13 @@ cJSON *json_cli_value(const char *s, const char *opt, const char *arg, kb_err *e
         return NULL;
     }
     cJSON *v = cJSON_ParseWithOpts(s, NULL, 1); /* the whole of s, not a prefix */
+    const char *why, *num = v ? number_bad(s, n, &why) : NULL;
+    if (num) {
+        size_t k = strspn(num, "0123456789+-.eE");
+        kb_fail(err, KB_EINPUT, "%s %s: the number %.*s: %s", opt, arg, (int)KB_MIN(k, (size_t)40), num, why);
+        cJSON_Delete(v);
+        return NULL;
+    }
     if (v) {
         char at[512] = "";
         const char *d = json_has_nul_escape(s, n) ? NULL : dup_key(v, at, sizeof at);
@@ -203,6 +258,15 @@ int json_parse(const char *text, size_t len, const char *name, cJSON **out, kb_e
         cJSON_Delete(j);
         return kb_fail(err, KB_EINPUT, "%s:%ld:%ld: unexpected text after the JSON value", name,
                        line, col);
+    }
+    const char *why, *num = number_bad(text, len, &why);
+    if (num) {
+        long line, col;
+        line_col(text, num, &line, &col);
+        size_t k = strspn(num, "0123456789+-.eE");
+        cJSON_Delete(j);
+        return kb_fail(err, KB_EINPUT, "%s:%ld:%ld: the number %.*s: %s", name, line, col,
+                       (int)KB_MIN(k, (size_t)40), num, why);
     }
     if (json_check_unique_keys(j, name, err)) {
         cJSON_Delete(j);

@@ -354,3 +354,36 @@ def test_plot_formats_is_a_list_of_png_and_svg(kvbench_bin, tmp_path, value, ite
     for good in ("png", "svg", "svg,png"):  # accepted: plot goes on to the run directory
         p = run(kvbench_bin, "plot", tmp_path, "--formats", good)
         assert "--formats" not in p.stderr and "neither summary.csv nor latency.csv" in p.stderr, p.stderr
+
+
+# ---- 10. numbers that are not JSON, integers beyond 2^53 -----------------------------------
+
+
+@pytest.mark.parametrize("num,why", [("07", "a leading zero"), ("00", "a leading zero"), ("-07", "a leading zero"),
+                                     ("1.", "not a JSON number"), ("1.e5", "not a JSON number"),
+                                     ("9007199254740993", "beyond 2^53"),
+                                     ("123456789012345678901", "beyond 2^53")])
+def test_numbers_must_be_json_numbers(kvbench_bin, tiny, tmp_path, num, why):
+    """RFC 8259 numbers: no leading zero, digits after '.'. cJSON reads 07 as
+    7 and 1. as 1, which Python's json refuses: one config, two meanings.
+    CONFIG.md: seed <= 2^53; 9007199254740993 is no double, and it became
+    2^53 silently. Refused naming the file, line and column (and for --set
+    the option)."""
+    text = '{"name": "t",\n "seed": %s,\n "tasks": [{"task": "needle", "words": [60], "depths": [0.5], ' \
+           '"per_cell": 1, "max_new": 4}], "methods": ["full"]}' % num
+    (tmp_path / "c.json").write_text(text)
+    p = run(kvbench_bin, "sweep", tmp_path / "c.json", "--out", tmp_path / "o", "-m", tiny, "--dry-run")
+    assert p.returncode == 2 and f"c.json:2:10: the number {num}: {why}" in p.stderr, p.stderr
+    cfg = write_config(tmp_path / "d.json")
+    p = run(kvbench_bin, "sweep", cfg, "--out", tmp_path / "o", "-m", tiny, "--dry-run", "--set", f"seed={num}")
+    assert p.returncode == 2 and f"--set seed={num}: the number {num}: {why}" in p.stderr, p.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_json_numbers_at_the_limits_accepted(kvbench_bin, tiny, tmp_path):
+    for num in ("9007199254740992", "0", "-0", "10", "1.5e1"):
+        text = '{"name": "t", "seed": %s, "tasks": [{"task": "needle", "words": [60], "depths": [0.5], ' \
+               '"per_cell": 1, "max_new": 4}], "methods": ["full"]}' % num
+        (tmp_path / "c.json").write_text(text)
+        p = run(kvbench_bin, "sweep", tmp_path / "c.json", "--out", tmp_path / "o", "-m", tiny, "--dry-run")
+        assert p.returncode == 0, (num, p.stderr)
