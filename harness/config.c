@@ -259,16 +259,21 @@ int sweep_config_load_with(const char *path, char *const *overrides, int n_over,
     }
     for (int i = 0; i < n_over && !rc; i++) rc = apply_override(c->root, overrides[i], path, err);
     if (!rc && (rc = resolve(c, err)) && err) {
-        /* an error about a key an override replaced names the override */
-        for (int i = n_over - 1; i >= 0; i--) {
+        /* an error about a key an override replaced names the override: the
+         * error's place, right after "PATH: ", must be that top-level key, so
+         * that a file's methods[0] "budgets" is not blamed on --set budgets */
+        size_t pl = strlen(path);
+        const char *at = !strncmp(err->msg, path, pl) && !strncmp(err->msg + pl, ": ", 2) ? err->msg + pl + 2 : NULL;
+        for (int i = n_over - 1; i >= 0 && at; i--) {
             const char *eq = strchr(overrides[i], '=');
-            /* the ways config errors name a key K: "key 'K'", "key 'K[1]'", ": K[2]", ": K:" */
-            static const char *const forms[] = {"key '%.*s'", "key '%.*s[", ": %.*s[", ": %.*s:"};
+            /* the ways config errors name a top-level key K: "key 'K'",
+             * "key 'K[1]'", "K[2]: ..." (methods[2]), "K: ..." (latency) */
+            static const char *const forms[] = {"key '%.*s'", "key '%.*s[", "%.*s[", "%.*s:"};
             int kl = (int)(eq - overrides[i]), hit = 0;
             for (size_t f = 0; f < KB_ARRAY_LEN(forms) && !hit; f++) {
                 char pat[160];
                 snprintf(pat, sizeof pat, forms[f], kl, overrides[i]);
-                hit = strstr(err->msg, pat) != NULL;
+                hit = !strncmp(at, pat, strlen(pat));
             }
             if (hit) {
                 size_t n = strlen(err->msg);

@@ -387,3 +387,26 @@ def test_json_numbers_at_the_limits_accepted(kvbench_bin, tiny, tmp_path):
         (tmp_path / "c.json").write_text(text)
         p = run(kvbench_bin, "sweep", tmp_path / "c.json", "--out", tmp_path / "o", "-m", tiny, "--dry-run")
         assert p.returncode == 0, (num, p.stderr)
+
+
+# ---- 11. the --set note names only the --set that made the failing value --------------------
+
+
+def test_set_note_blames_only_its_own_value(kvbench_bin, tiny, tmp_path):
+    """CONFIG.md: an error about a key that an override replaced ends with
+    "(the value comes from --set KEY=VALUE)". The file's methods[0] has its
+    own "budgets": [0]; --set budgets=[64] replaced the top-level budgets
+    only. Before, the error was blamed on --set budgets=[64]."""
+    cfg = write_config(tmp_path / "c.json", methods=[{"method": "quest", "budgets": [0]}])
+    p = run(kvbench_bin, "sweep", cfg, "--out", tmp_path / "o", "-m", tiny, "--dry-run", "--set", "budgets=[64]")
+    assert p.returncode == 2 and "methods[0]: key 'budgets[0]'" in p.stderr, p.stderr
+    assert "comes from --set" not in p.stderr, p.stderr
+    # a value that does come from --set is still named
+    cfg = write_config(tmp_path / "c.json")
+    for value, where in [("budgets=[0]", ": key 'budgets[0]'"),
+                         ('methods=[{"method":"quest","budget":0}]', ": methods[0]: method 'quest': key 'budget'"),
+                         ('latency={"contexts":[5]}', ": latency: key 'contexts[0]'")]:
+        p = run(kvbench_bin, "sweep", cfg, "--out", tmp_path / "o", "-m", tiny, "--dry-run", "--set", value)
+        assert p.returncode == 2 and where in p.stderr, p.stderr
+        assert p.stderr.rstrip().endswith(f"(the value comes from --set {value})"), p.stderr
+    assert not (tmp_path / "o").exists()
