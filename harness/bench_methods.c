@@ -435,10 +435,13 @@ typedef struct cell_out {
     cJSON *model;
 } cell_out;
 
-/* Asks a cell's process to end (the parent was asked to stop); returns 1. */
-static int end_child(pid_t pid) {
+/* Once a signal asked the parent to stop (stop.h), asks the cell's process to
+ * end, once (*ended): a Ctrl-C reaches the child too, a SIGTERM or SIGHUP
+ * sent to the parent alone does not. */
+static void end_child_on_stop(pid_t pid, int *ended) {
+    if (!stop_signal() || *ended) return;
     kill(pid, SIGTERM);
-    return 1;
+    *ended = 1;
 }
 
 /* Runs one cell in a child; fills *co from its JSON line. Returns the
@@ -470,12 +473,10 @@ static int run_child(const char *spec, cell_out *co, kb_err *err) {
     size_t cap = 4096, len = 0;
     char *buf = KB_MALLOC(cap);
     ssize_t r;
-    int stopped = 0; /* a signal asked the parent to stop: the cell is ended (a
-                      * Ctrl-C reaches the child too; a SIGTERM or SIGHUP sent
-                      * to the parent alone does not) */
+    int ended = 0;
     while ((r = read(pfd[0], buf + len, cap - len - 1)) > 0 || (r < 0 && errno == EINTR)) {
         if (r < 0) {
-            if (stop_signal() && !stopped) stopped = end_child(pid);
+            end_child_on_stop(pid, &ended);
             continue;
         }
         len += (size_t)r;
@@ -484,8 +485,7 @@ static int run_child(const char *spec, cell_out *co, kb_err *err) {
     buf[len] = 0;
     close(pfd[0]);
     int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        if (stop_signal() && !stopped) stopped = end_child(pid);
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) end_child_on_stop(pid, &ended);
     if (stop_signal()) {
         free(buf);
         return kb_fail(err, 130, "interrupted by %s", stop_signal_name(stop_signal()));
@@ -774,7 +774,7 @@ static void remove_snapshots(const char *dir, const int *ctx, int nctx) {
 
 /* Removes the snapshot directories (.kvbench-prefill.<pid>) a killed run left
  * in dir: their owner process is gone, and none holds the lock its owner
- * takes on the directory (snapshot_lock), which also covers an owner in
+ * takes on the directory (bench_latency_in), which also covers an owner in
  * another PID namespace sharing the directory ($TMPDIR). */
 static void clean_stale_snapshots(const char *dir) {
     DIR *d = opendir(dir);

@@ -189,14 +189,10 @@ cJSON *json_cli_value(const char *s, const char *opt, const char *arg, kb_err *e
     /* what a config file must be, a value on the command line must be too:
      * UTF-8 (a bare word goes to the tables as it is), no \u0000 (the string
      * would end there), no key twice (cJSON keeps the first, Python the last) */
-    int kl = (int)strcspn(arg, "=");
+    char label[128];
+    snprintf(label, sizeof label, "%s %.*s=...", opt, (int)KB_MIN(strcspn(arg, "="), (size_t)64), arg);
     size_t n = strlen(s);
-    const char *bad = utf8_bad(s, n);
-    if (bad) {
-        kb_fail(err, KB_EINPUT, "%s %.*s=...: byte 0x%02x at byte %zu of the value is not valid UTF-8, "
-                "expected UTF-8 text", opt, kl, arg, (unsigned char)*bad, (size_t)(bad - s) + 1);
-        return NULL;
-    }
+    if (text_check_arg(s, label, err)) return NULL; /* as -p and --system: the byte's offset in the value */
     cJSON *v = cJSON_ParseWithOpts(s, NULL, 1); /* the whole of s, not a prefix */
     const char *why, *num = v ? number_bad(s, n, &why) : NULL;
     if (num) {
@@ -207,18 +203,17 @@ cJSON *json_cli_value(const char *s, const char *opt, const char *arg, kb_err *e
     }
     if (v) {
         char at[512] = "";
-        const char *d = json_has_nul_escape(s, n) ? NULL : dup_key(v, at, sizeof at);
+        const char *d;
         if (json_has_nul_escape(s, n))
             kb_fail(err, KB_EINPUT, "%s %s: \\u0000 in a string is not supported (the text would end there)",
                     opt, arg);
-        else if (d)
+        else if ((d = dup_key(v, at, sizeof at)))
             kb_fail(err, KB_EINPUT, "%s %s: key '%s' appears twice in %s; each key may appear once", opt, arg,
                     d, at[0] ? at : "the value");
-        if (json_has_nul_escape(s, n) || d) {
-            cJSON_Delete(v);
-            return NULL;
-        }
-        return v;
+        else
+            return v;
+        cJSON_Delete(v);
+        return NULL;
     }
     const char *p = s;
     while (*p == ' ' || *p == '\t') p++;
