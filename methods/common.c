@@ -160,12 +160,12 @@ void stream_append_idx(kb_kvstream *dst, const kb_kvstream *src, const int32_t *
     free(v);
 }
 
-void mc_sel_begin(kb_mcommon *c, int rows, int k) {
+int mc_grow_cap(int cap, int need, int most) { return KB_MIN(KB_MAX(need, most), KB_MAX(need, 2 * cap)); }
+
+void mc_sel_begin(kb_mcommon *c, int rows, int k, int most) {
     if (k < 1) k = 1;
     if (rows > c->sel_rows || k > c->sel_cap) {
-        /* callers pass k clamped to the cache length, which grows by one slot a
-         * step while the budget exceeds it: grow geometrically, not each step */
-        int cap = k > c->sel_cap ? (int)KB_MAX((long)k, KB_MIN(2L * c->sel_cap, (long)INT32_MAX)) : c->sel_cap;
+        int cap = k > c->sel_cap ? mc_grow_cap(c->sel_cap, k, most) : c->sel_cap;
         int nr = KB_MAX(rows, c->sel_rows);
         free(c->sel);
         free(c->sel_pos);

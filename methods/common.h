@@ -38,11 +38,18 @@ void stream_append_from(kb_kvstream *dst, const kb_kvstream *src, int from, int 
 /* Appends src slots idx[0..n) to dst, converting the dtype if needed. */
 void stream_append_idx(kb_kvstream *dst, const kb_kvstream *src, const int32_t *idx, int n);
 
+/* The capacity a buffer that must now hold need items (need <= most) grows
+ * to from cap: need the first time, else doubling, as need grows by one slot
+ * a step while the cache is shorter than the budget, but never past most (what
+ * a row can select at all: the budget). Used for every per-step selection
+ * buffer, so they follow the cache, not a budget that may exceed any context
+ * (up to 2^30). */
+int mc_grow_cap(int cap, int need, int most);
 /* Selection buffers: rows x k slots (at least; the row stride, sel_cap, may
- * be larger), reset to -1. Callers pass k no larger than the slots the step
- * can select (the budget clamped to the cache length), never the budget
- * alone: a budget may exceed any context (up to 2^30). */
-void mc_sel_begin(kb_mcommon *c, int rows, int k);
+ * be larger, up to most), reset to -1. Callers pass k no larger than the
+ * slots the step can select (the budget clamped to the cache length) and most
+ * the budget's bound (mc_grow_cap). */
+void mc_sel_begin(kb_mcommon *c, int rows, int k, int most);
 static inline int32_t *mc_sel_row(kb_mcommon *c, int row) { return c->sel + (size_t)row * c->sel_cap; }
 /* Records row `row`'s n selected slots (ascending) of stream s (positions
  * looked up). Writes row `row` only: the attend tasks of one

@@ -134,7 +134,7 @@ static void etk_decode(void *state, const float *q, const float *k, const float 
     }
     int kq = KB_MIN(c->p.budget, n);
     if (kq > st->kcap) {
-        st->kcap = KB_MIN(c->p.budget, KB_MAX(kq, 2 * st->kcap));
+        st->kcap = mc_grow_cap(st->kcap, kq, c->p.budget);
         free(st->idx);
         st->idx = KB_MALLOC((size_t)st->rows * st->kcap * sizeof(int32_t));
     }
@@ -142,7 +142,7 @@ static void etk_decode(void *state, const float *q, const float *k, const float 
     double t0 = kb_now();
     kk->qk_scores(q, Hkv, G, st->s, n, c->scale, st->sc, st->cap);
     double scores = kb_now() - t0;
-    mc_sel_begin(c, st->rows, kq); /* each attend task records its row */
+    mc_sel_begin(c, st->rows, kq, c->p.budget); /* each attend task records its row */
     c->acc.select_seconds += scores + mc_select_attend(kk, st->rows, etk_select_row, etk_attend_row, &J, NULL);
     double distinct = 0;
     for (int g = 0; g < Hkv; g++) distinct += per_head ? mc_sel_distinct(c, g * G, G, n) : st->cnt[g];

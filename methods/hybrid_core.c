@@ -196,11 +196,11 @@ void hybrid_attend(kb_hybrid *h, const kb_kernels *kk, kb_mcommon *c, const floa
     for (int g = 0; g < h->Hkv; g++) nmax = KB_MAX(nmax, s[g].n + (k ? 1 : 0));
     int kn = KB_MAX(1, KB_MIN(h->k, nmax));
     if (kn > h->kcap) {
-        h->kcap = KB_MIN(KB_MAX(1, h->k), KB_MAX(kn, 2 * h->kcap));
+        h->kcap = mc_grow_cap(h->kcap, kn, h->k);
         free(h->idx);
         h->idx = KB_MALLOC((size_t)rows * h->kcap * sizeof(int32_t));
     }
-    mc_sel_begin(c, rows, kn); /* each attend task records its row */
+    mc_sel_begin(c, rows, kn, h->k); /* each attend task records its row */
     double t0 = kb_now();
     if (k && h->per_head) { /* the G rows of a group read its stream: append first */
         streams_append_token(s, h->Hkv, h->Hkv, D, k, v, pos);

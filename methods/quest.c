@@ -156,7 +156,7 @@ static void quest_decode(void *state, const float *q, const float *k, const floa
     if (np > st->cap) st->cap = KB_MAX(np, 2 * st->cap); /* page-bound scratch (mc_scratch) */
     int pk = KB_MIN(c->bud.n_pages, np); /* pages a row can choose this step */
     if (pk > st->pk) {
-        st->pk = KB_MIN(c->bud.n_pages, KB_MAX(pk, 2 * st->pk));
+        st->pk = mc_grow_cap(st->pk, pk, c->bud.n_pages);
         free(st->pidx);
         free(st->idx);
         st->pidx = KB_MALLOC((size_t)st->rows * st->pk * sizeof(int32_t));
@@ -166,7 +166,7 @@ static void quest_decode(void *state, const float *q, const float *k, const floa
     double t0 = kb_now();
     for (int g = 0; g < Hkv; g++) pages_sync(&st->pg[g], &st->s[g], kk);
     double sync = kb_now() - t0;
-    mc_sel_begin(c, st->rows, KB_MIN(c->bud.n_pages * P, n)); /* each attend task records its row */
+    mc_sel_begin(c, st->rows, KB_MIN(c->bud.n_pages * P, n), c->bud.n_pages * P); /* each attend task records its row */
     c->acc.select_seconds += sync + mc_select_attend(kk, st->rows, quest_select_row, quest_attend_row, &J, NULL);
     c->acc.upkeep_seconds += sync;
     double distinct = 0, attended = 0;
