@@ -150,7 +150,6 @@ static int load_prose(const char *dir, const char *from, char **buf, char *desc,
     (*buf)[0] = 0;
     int rc = 0;
     if (!from) from = "--haystack";
-    if (dir && !*dir) return kb_fail(err, KB_EINPUT, "%s: an empty path, expected a directory of .txt files", from);
     if (dir) {
         char **files;
         int nf;
@@ -195,6 +194,10 @@ static int load_prose(const char *dir, const char *from, char **buf, char *desc,
 }
 
 int prose_get(const char *haystack_dir, const char *from, const kb_prose **out, kb_err *err) {
+    /* before the cache, whose key for the Debian corpora (NULL) is "" */
+    if (haystack_dir && !*haystack_dir)
+        return kb_fail(err, KB_EINPUT, "%s: an empty path, expected a directory of .txt files",
+                       from ? from : "--haystack");
     const char *key = haystack_dir ? haystack_dir : "";
     for (int i = 0; i < g_nprose; i++)
         if (!strcmp(g_prose[i].key, key)) {

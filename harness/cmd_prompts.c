@@ -132,7 +132,7 @@ int cmd_prompts(int argc, char **argv) {
         {"data-dir", required_argument, 0, 'd'}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
-    const char *model = NULL, *counter = "model", *out_path = NULL, *haystack = NULL,
+    const char *model = NULL, *counter = "model", *out_path = NULL, *haystack = NULL, *haystack_from = NULL,
                *data_dir = NULL;
     long n_ctx = -1, seed = -1;
     optind = 1;
@@ -198,10 +198,10 @@ int cmd_prompts(int argc, char **argv) {
         if ((rc = json_get_int(root, cfg_path, "max_samples", 0, 0, 1L << 30, 0, &max_samples, &err)))
             goto fail;
         const char *h = NULL, *d = NULL;
-        if ((rc = json_get_string(root, cfg_path, "haystack", 0, NULL, &h, &err)) ||
-            (rc = json_get_string(root, cfg_path, "data_dir", 0, NULL, &d, &err)))
+        if ((rc = json_get_path(root, cfg_path, "haystack", 0, NULL, &h, &err)) || /* as the sweep */
+            (rc = json_get_path(root, cfg_path, "data_dir", 0, NULL, &d, &err)))
             goto fail;
-        if (!haystack) haystack = h;
+        if (!haystack && h) haystack = h, haystack_from = "key 'haystack'";
         if (!data_dir) data_dir = d;
     } else if (cJSON_IsObject(root)) {
         single = cJSON_CreateArray();
@@ -218,6 +218,7 @@ int cmd_prompts(int argc, char **argv) {
     memset(&env, 0, sizeof env);
     env.seed = seed >= 0 ? (unsigned long long)seed : cfg_seed;
     env.haystack_dir = haystack;
+    env.haystack_from = haystack_from; /* NULL: --haystack */
     env.data_dir = data_dir;
     env.configs_dir = "configs"; /* as the sweep: ./configs/prompts if there (ds_configs_dir) */
     if (!strcmp(counter, "model")) {

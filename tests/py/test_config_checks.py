@@ -421,3 +421,17 @@ def test_set_note_blames_only_its_own_value(kvbench_bin, tiny, tmp_path):
         assert p.returncode == 2 and where in p.stderr, p.stderr
         assert p.stderr.rstrip().endswith(f"(the value comes from --set {value})"), p.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_prompts_reads_paths_as_the_sweep(kvbench_bin, tiny, tmp_path):
+    """`prompts CONFIG.json` prints the samples the sweep runs, so it reads the
+    config's paths as the sweep does: an empty "data_dir" or "haystack" is
+    refused naming the key. Before, prompts took "data_dir": "" for unset
+    (the sweep refuses it) and blamed "--haystack" for the config's key."""
+    for key in ("data_dir", "haystack"):
+        cfg = write_config(tmp_path / f"{key}.json", **{key: ""})
+        p = run(kvbench_bin, "prompts", cfg, "--counter", "bytes4")
+        assert p.returncode == 2 and f"key '{key}'" in p.stderr and "empty path" in p.stderr, (key, p.stderr)
+        assert "--haystack" not in p.stderr and p.stdout == "", (key, p.stderr)
+        s = run(kvbench_bin, "sweep", cfg, "-m", tiny, "--dry-run")
+        assert s.returncode == 2 and f"key '{key}'" in s.stderr, (key, s.stderr)
