@@ -707,9 +707,6 @@ static int cmp_int_desc(const void *a, const void *b) {
  * saying so; a context that cannot fit is an error. *longest gets the largest. */
 static int fit_contexts(const kb_lat_opts *o, int *ctx, int nctx, int n_ctx, int *longest, kb_err *err) {
     *longest = 0;
-    int dup = bench_contexts_distinct(ctx, nctx, o->decode_tokens, n_ctx, err);
-    if (dup && !strcmp(o->cmd, "bench methods")) kb_err_prefix(err, "--contexts");
-    if (dup) return dup;
     for (int i = 0; i < nctx; i++) {
         int c = bench_context_fit(ctx[i], o->decode_tokens, n_ctx);
         if (c < 0)
@@ -884,17 +881,17 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
      * weights; a GGUF file by make_snapshots */
     kb_hparams shp;
     int longest;
-    rc = model_synthetic_hparams(o->model, &shp, err); /* -1: a GGUF file */
+    /* two contexts that fit to one length would measure it twice: refused
+     * before anything runs, for any model and fill (a model that cannot be
+     * read is left to the loaders, which say why) */
     kb_err e2 = {0};
-    int n_file;
-    if (rc < 0 && fill != KB_FILL_PREFILL && !model_context_length(o->model, &n_file, &e2) &&
-        bench_contexts_distinct(ctx, nctx, o->decode_tokens, n_file, err)) {
-        /* no make_snapshots to fit them: its cells fit each context (and say
-         * which cannot fit), but two that fit to one length are refused here,
-         * as fit_contexts does; a file that cannot be read is the cells' error */
-        if (!strcmp(o->cmd, "bench methods")) kb_err_prefix(err, "--contexts");
+    int n_model;
+    if (!model_context_length(o->model, &n_model, &e2) &&
+        bench_contexts_distinct(ctx, nctx, o->decode_tokens, n_model, err)) {
+        if (!strcmp(o->cmd, "bench methods")) kb_err_prefix(err, "--contexts"); /* a sweep's: its caller's */
         return KB_EINPUT;
     }
+    rc = model_synthetic_hparams(o->model, &shp, err); /* -1: a GGUF file */
     if (rc == 0) rc = fit_contexts(o, ctx, nctx, shp.n_ctx_train, &longest, err);
     if (rc > 0) return rc;
     rc = 0;
