@@ -34,6 +34,8 @@ typedef struct kb_lat_opts {
     const char *out_dir;              /* NULL: print only; else DIR/latency.csv */
     int manifest;                     /* also write DIR/run.json (bench methods, not sweeps) */
     int quiet;                        /* no progress / table on stdout and stderr */
+    const char *banner;               /* a line printed on stdout before the table, once the model
+                                         and the contexts are checked (NULL: none) */
 } kb_lat_opts;
 
 /* Measures every cell at every context (one child process per cell) and

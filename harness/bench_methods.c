@@ -943,6 +943,7 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
     kb_table t;
     table_init(&t, kb_latency_cols, kb_latency_ncols);
     cJSON *model_json = NULL;
+    if (!o->quiet && o->banner) printf("%s\n", o->banner);
     if (!o->quiet)
         printf("%-14s %6s %7s %9s %8s %8s %8s %7s %10s %9s %8s\n", "label", "budget", "context",
                "ms/token", "attn ms", "sel ms", "GB/s", "of bw", "resident", "RSS MiB", "speedup");
@@ -1089,7 +1090,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: kvbench bench methods [-m MODEL] [options]\n"
             "  -m, --model SPEC        GGUF path or synthetic:smollm2-135m | synthetic:llama3.1-8b\n"
-            "      --contexts LIST     context lengths in tokens (default 1024,2048,4096,8192)\n"
+            "      --contexts LIST     context lengths in tokens, each >= 16 (default 1024,2048,4096,8192)\n"
             "      --budgets LIST      token budgets (default 256,1024)\n"
             "      --methods LIST      methods (default: full and every budgeted method, default params)\n"
             "      --decode-tokens N   decode steps timed per repetition (default 16)\n"
@@ -1132,8 +1133,9 @@ int bench_methods(int argc, char **argv) {
         switch (c) {
         case 'm': model = optarg; break;
         case 'c':
+            /* >= 16 as a config's latency.contexts */
             if ((o.n_contexts = bench_parse_list("bench methods", "contexts", optarg, o.contexts,
-                                                 KB_LAT_MAX_CTX, 1, 1 << 24)) < 0)
+                                                 KB_LAT_MAX_CTX, 16, 1 << 24)) < 0)
                 return 2;
             break;
         case 'b':
@@ -1237,12 +1239,17 @@ int bench_methods(int argc, char **argv) {
     if (!out) o.manifest = 0;
     kb_machine mc;
     machine_describe(&mc);
-    printf("# kvbench bench methods: %s, %d cores; model %s; KV %s; fill %s\n", mc.cpu, mc.cores,
-           o.model, kb_dtype_name(o.kv),
-           o.fill == KB_FILL_AUTO ? (!strncmp(o.model, "synthetic:", 10) ? "random" : "prefill")
-                                  : fill_name(o.fill));
-    fflush(stdout);
+    /* on stdout once the contexts and the model are checked: a refused run
+     * prints nothing there */
+    const char *fill = o.fill == KB_FILL_AUTO ? (!strncmp(o.model, "synthetic:", 10) ? "random" : "prefill")
+                                              : fill_name(o.fill);
+    static const char fmt[] = "# kvbench bench methods: %s, %d cores; model %s; KV %s; fill %s";
+    size_t nb_banner = (size_t)snprintf(NULL, 0, fmt, mc.cpu, mc.cores, o.model, kb_dtype_name(o.kv), fill) + 1;
+    char *banner = KB_MALLOC(nb_banner);
+    snprintf(banner, nb_banner, fmt, mc.cpu, mc.cores, o.model, kb_dtype_name(o.kv), fill);
+    o.banner = banner;
     rc = bench_latency(&o, cells, ncells, &err);
+    free(banner);
     if (rc) fprintf(stderr, "kvbench bench methods: %s\n", err.msg);
     if (rc == 130 && stop_signal()) rc = 128 + stop_signal(); /* the shell's code for that signal */
     free(cells);

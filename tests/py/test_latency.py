@@ -324,6 +324,8 @@ def test_bench_methods_errors(kvbench_bin, tiny_llama, tmp_path):
     cases = [
         (["--contexts", "0"], "contexts"),
         (["--contexts", "abc"], "contexts"),
+        # at least 16 tokens, as a config's latency.contexts
+        (["--contexts", "15"], "--contexts expects a comma-separated list of integers in [16, "),
         (["--budgets", "-5"], "budgets"),
         (["--methods", "nosuch"], "unknown method 'nosuch'"),
         (["--fill", "zeros"], "--fill"),
@@ -365,6 +367,9 @@ def test_bench_methods_errors(kvbench_bin, tiny_llama, tmp_path):
         in_cell = any("a cell failed" in m for m in msgs)
         assert ("a cell failed" in p.stderr) == in_cell, (args, p.stderr)
         assert ("measured read bandwidth" in p.stderr) == in_cell, (args, p.stderr)
+        # stdout (the "# kvbench bench methods: ..." line, then the table) stays
+        # empty for a run refused before it measures anything
+        assert (p.stdout == "") != in_cell, (args, p.stdout)
     # a sweep's directory is never overwritten by bench methods
     sweep_dir = tmp_path / "sweep"
     sweep_dir.mkdir()
