@@ -199,6 +199,9 @@ int cmd_generate(int argc, char **argv) {
     if (!rc && trace_layer >= hp->n_layer)
         rc = kb_fail(&err, KB_EINPUT, "--dump-trace %ld: the model has layers 0..%d", trace_layer,
                      hp->n_layer - 1);
+    /* the method's parameters against the model before the prefill (seconds
+     * for a long prompt); methodset_build checks them again */
+    if (!rc && methodset_check_model(&mp, hp->n_layer, hp->head_dim, &err)) rc = kb_err_prefix(&err, "%s", mp.label);
     if (!rc && n + max_new > hp->n_ctx_train)
         rc = kb_fail(&err, KB_EINPUT, "prompt (%d tokens) + --max-new %ld exceeds the model context %d",
                      n, max_new, hp->n_ctx_train);
@@ -233,7 +236,7 @@ int cmd_generate(int argc, char **argv) {
             rc = trace_set_prefill(&tr, &pv, KB_MIN(W, pv.Wq), &err);
             char sha[65];
             model_sha256_text(cli_model_path(model), sha);
-            trace_set_origin(&tr, m->name, sha, NULL, NULL, method_params_to_json(&mp)); /* the method it decodes with */
+            trace_set_origin(&tr, m->name, sha, hp->n_layer, NULL, NULL, method_params_to_json(&mp)); /* the method it decodes with */
             be = trace_be_wrap(&tw, be, &tr);
         }
         int32_t tok = ids[n - 1];

@@ -23,6 +23,7 @@
  * meta.json says the trace comes from, resolved parameters, budget split,
  * per-step tokens and bytes resident and read). */
 #include <errno.h>
+#include <limits.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,7 @@
 #include "harness/version.h"
 #include "kernels/kernels.h"
 #include "methods/budget.h"
+#include "methods/methodset.h"
 #include "methods/params.h"
 #include "methods/trace.h"
 
@@ -217,6 +219,15 @@ int cmd_replay(int argc, char **argv) {
     if ((rc = trace_check_dtype(trace_dir, &t, dt, dt_given ? "--kv-dtype" : "meta.json kv_dtype", &err))) {
         trace_free(&t);
         return fail(rc, err.msg);
+    }
+    /* skip_layers against the traced model's layer count (meta.json's
+     * model.layers; a trace before 2026-12-05 has none); r is left to the
+     * method, which checks it against the trace's head dim */
+    if (t.n_layers && methodset_check_model(&p, t.n_layers, INT_MAX, &err)) {
+        kb_err_prefix(&err, "%s (meta.json's model.layers)",
+                      config ? "--config/--method/--budget/--param" : "--method/--budget/--param");
+        trace_free(&t);
+        return fail(2, err.msg);
     }
     /* what was read: the directory's absolute path and each file's sha256 */
     char *trace_abs = realpath(trace_dir, NULL);

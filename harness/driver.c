@@ -368,7 +368,7 @@ static int run_cell(drv *d, long seq, const kb_sample *s, const kb_cell *c, cons
             trace_init(&tr, ctx.Hq, ctx.Hkv, ctx.D, ctx.N_new, ctx.S, d->opts->dump_trace_layer);
             kb_prefill_view pv = prefill_view(&d->pf, d->opts->dump_trace_layer);
             rc = trace_set_prefill(&tr, &pv, KB_MIN(d->cfg->window_max, pv.Wq), err);
-            trace_set_origin(&tr, d->m->name, d->model_sha, s->task, s->id, method_params_to_json(&c->p));
+            trace_set_origin(&tr, d->m->name, d->model_sha, d->m->hp.n_layer, s->task, s->id, method_params_to_json(&c->p));
             via = trace_be_wrap(&tw, via, &tr);
         }
         if (!rc)
@@ -736,15 +736,8 @@ static int plan_check(drv *d, const kb_sweep_config *cfg, const kb_sample_list *
      * again, for replay and generate) */
     for (int i = 0; i < cfg->n_cells; i++) {
         const kb_method_params *p = &cfg->cells[i].p;
-        if (p->r > d->m->hp.head_dim)
-            return kb_fail(err, KB_EINPUT, "%s: methods entry '%s': key 'r': %d exceeds the model's head dim D = %d",
-                           cfg->path, p->label, p->r, d->m->hp.head_dim);
-        if (p->skip_layers >= d->m->hp.n_layer)
-            return kb_fail(err, KB_EINPUT, "%s: methods entry '%s': key 'skip_layers': %d, expected at most %d: "
-                           "the model has %d layers and the layers below skip_layers run Full KV, so %d or more "
-                           "would leave the method no layer",
-                           cfg->path, p->label, p->skip_layers, d->m->hp.n_layer - 1, d->m->hp.n_layer,
-                           d->m->hp.n_layer);
+        if (methodset_check_model(p, d->m->hp.n_layer, d->m->hp.head_dim, err))
+            return kb_err_prefix(err, "%s: methods entry '%s'", cfg->path, p->label);
     }
     int most = 0, at = -1;
     for (int i = 0; i < samples->n; i++) {

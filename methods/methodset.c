@@ -106,14 +106,20 @@ static int check_rest(const kb_methodset *m, int l, const char *label, kb_err *e
                    label, l, a.resident_bytes / 1048576.0, rest, need / 1073741824.0, avail / 1073741824.0);
 }
 
+int methodset_check_model(const kb_method_params *p, int n_layers, int D, kb_err *err) {
+    if (p->skip_layers >= n_layers)
+        return kb_fail(err, KB_EINPUT, "key 'skip_layers': %d, expected at most %d: the model has %d layers and the "
+                       "layers below skip_layers run Full KV, so %d or more would leave the method no layer",
+                       p->skip_layers, n_layers - 1, n_layers, n_layers);
+    if (p->r > D) return kb_fail(err, KB_EINPUT, "key 'r': %d exceeds the model's head dim D = %d", p->r, D);
+    return 0;
+}
+
 int methodset_build_layers(const kb_method_params *p, const kb_method_ctx *ctx, const kb_prefill *pf,
                            const kb_layer_source *src, kb_methodset **out, kb_err *err) {
     const kb_method_ops *full = method_find("full");
     if (!full) return kb_fail(err, KB_ERUNTIME, "method registry has no 'full' method");
-    if (p->skip_layers >= ctx->n_layers)
-        return kb_fail(err, KB_EINPUT, "%s: key 'skip_layers': %d, expected at most %d: the model has %d layers "
-                       "and the layers below skip_layers run Full KV, so %d or more would leave the method no "
-                       "layer", p->label, p->skip_layers, ctx->n_layers - 1, ctx->n_layers, ctx->n_layers);
+    if (methodset_check_model(p, ctx->n_layers, ctx->D, err)) return kb_err_prefix(err, "%s", p->label);
     kb_methodset *m = KB_CALLOC(1, sizeof *m);
     m->p = *p;
     memset(&m->full_p, 0, sizeof m->full_p);

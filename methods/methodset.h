@@ -41,6 +41,13 @@ kb_method_ctx method_ctx_make(int n_layers, int Hq, int Hkv, int D, kb_dtype kv_
  * before a sweep's samples add it to the K/V caches. */
 double methodset_select_bytes(const kb_method_params *p, int n_layers, int Hq, long tokens);
 
+/* The parameters whose range depends on the model: skip_layers must leave
+ * the method a layer (< n_layers) and r may not exceed the head dim D.
+ * KB_EINPUT naming the key; the caller names the method and where its
+ * parameters came from. methodset_build checks them again; a command checks
+ * them first, before the work that needs only the model (prefill). */
+int methodset_check_model(const kb_method_params *p, int n_layers, int D, kb_err *err);
+
 /* ctx: model-wide fields (n_layers, Hq, Hkv, D, kv_dtype, L_prompt, N_new, S,
  * n_ctx); the layer field is filled per layer. */
 int methodset_build(const kb_method_params *p, const kb_method_ctx *ctx, const kb_prefill *pf,

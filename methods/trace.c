@@ -32,13 +32,15 @@ void trace_free(kb_trace *t) {
     memset(t, 0, sizeof *t);
 }
 
-void trace_set_origin(kb_trace *t, const char *model_name, const char *model_sha256, const char *task,
-                      const char *sample, cJSON *cell) {
+void trace_set_origin(kb_trace *t, const char *model_name, const char *model_sha256, int n_layers,
+                      const char *task, const char *sample, cJSON *cell) {
     cJSON_Delete(t->origin);
     t->origin = cJSON_CreateObject();
     cJSON *m = cJSON_AddObjectToObject(t->origin, "model");
     cJSON_AddStringToObject(m, "name", model_name);
     cJSON_AddStringToObject(m, "sha256", model_sha256);
+    cJSON_AddNumberToObject(m, "layers", n_layers);
+    t->n_layers = n_layers;
     if (task) cJSON_AddStringToObject(t->origin, "task", task);
     if (sample) cJSON_AddStringToObject(t->origin, "sample", sample);
     if (cell) cJSON_AddItemToObject(t->origin, "cell", cell);
@@ -241,12 +243,18 @@ int trace_read(const char *dir, kb_trace *t, kb_err *err) {
     if (!rc && model) {
         char where[4300];
         snprintf(where, sizeof where, "%s: key 'model'", path);
-        static const char *const mkeys[] = {"name", "sha256", NULL};
+        static const char *const mkeys[] = {"name", "sha256", "layers", NULL};
         if (!cJSON_IsObject(model))
-            rc = kb_fail(err, KB_EINPUT, "%s: expected an object {\"name\": ..., \"sha256\": ...}", where);
+            rc = kb_fail(err, KB_EINPUT, "%s: expected an object {\"name\": ..., \"sha256\": ..., \"layers\": ...}",
+                         where);
         if (!rc) rc = json_check_keys(model, where, mkeys, NULL, err);
         if (!rc) rc = json_get_string(model, where, "name", 1, NULL, &str, err);
         if (!rc) rc = json_get_string(model, where, "sha256", 1, NULL, &str, err);
+        /* the layer count (absent before 2026-12-05): the traced layer is one of them */
+        if (!rc && !(rc = json_get_int(model, where, "layers", 0, 1, 1 << 20, 0, &v, err))) t->n_layers = (int)v;
+        if (!rc && t->n_layers && t->layer >= t->n_layers)
+            rc = kb_fail(err, KB_EINPUT, "%s: key 'layer': %d, but the model has layers 0..%d (key 'model': "
+                         "'layers': %d)", path, t->layer, t->n_layers - 1, t->n_layers);
     }
     if (!rc && cJSON_GetObjectItemCaseSensitive(meta, "cell") &&
         !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(meta, "cell")))

@@ -29,6 +29,7 @@ typedef struct kb_trace {
     int S;                 /* max sequence of the method context */
     int layer;             /* model layer the trace comes from (0 if unknown) */
     int kv_dtype;          /* kb_dtype of the run's cache (-1 if unknown) */
+    int n_layers;          /* the model's layer count (meta.json model.layers; 0 if unknown) */
     float *k, *v;          /* [L][Hkv][D] */
     float *qwin;           /* [W][Hq][D] */
     float *q;              /* [N][Hq][D] */
@@ -52,11 +53,12 @@ int trace_set_prefill(kb_trace *t, const kb_prefill_view *pv, int W, kb_err *err
 /* q [Hq][D], k and v [Hkv][D] f32 of one decode step. */
 void trace_add_step(kb_trace *t, const float *q, const float *k, const float *v);
 
-/* Where the trace comes from, for meta.json: the model's name and sha256 and,
- * for a sweep's trace, the task, the sample id and the cell (cell: an object
- * that t owns from here; task, sample and cell NULL otherwise). */
-void trace_set_origin(kb_trace *t, const char *model_name, const char *model_sha256, const char *task,
-                      const char *sample, cJSON *cell);
+/* Where the trace comes from, for meta.json: the model's name, sha256 and
+ * layer count (replay checks skip_layers against it) and, for a sweep's
+ * trace, the task, the sample id and the cell (cell: an object that t owns
+ * from here; task, sample and cell NULL otherwise). */
+void trace_set_origin(kb_trace *t, const char *model_name, const char *model_sha256, int n_layers,
+                      const char *task, const char *sample, cJSON *cell);
 /* Writes the seven files into dir (created if needed), all or none; meta.json
  * gets this build's git_commit and t->origin's model, task, sample, cell. */
 int trace_write(const char *dir, const kb_trace *t, kb_err *err);

@@ -158,6 +158,19 @@ def test_generate_skip_layers_against_the_model(kvbench_bin, tiny):
     assert p.returncode == 0, p.stderr
 
 
+@pytest.mark.parametrize("bad,msg", [("skip_layers=2", "key 'skip_layers': 2, expected at most 1"),
+                                     ("r=1000", "key 'r': 1000 exceeds the model's head dim")])
+def test_generate_checks_parameters_before_the_work(kvbench_bin, tiny, bad, msg):
+    """generate refuses a parameter the model cannot take before it plans
+    memory or prefills (seconds for a long prompt). KVBENCH_MEM_LIMIT=1K makes
+    the memory check, which comes before the prefill, fail: the parameter's
+    error must come first. Before, methodset_build found it after the prefill."""
+    p = run(kvbench_bin, "generate", "-m", tiny, "-p", "hello there", "-n", "3", "--method", "hybrid",
+            "--budget", "32", "--set", bad, env={**os.environ, "KVBENCH_MEM_LIMIT": "1K"})
+    assert p.returncode == 2, p.stderr
+    assert msg in p.stderr and "memory" not in p.stderr, p.stderr
+
+
 # ---- 3. --set, generate --set and replay --param read as config files are --------------
 
 

@@ -556,7 +556,12 @@ def test_replay_stats_name_the_trace_files_model_and_build(tiny_llama, tmp_path)
     meta = json.load(open(d / "meta.json"))
     import csv
     (row,) = list(csv.DictReader(open(out / "samples.csv")))
-    assert meta["model"] == {"name": run["model"]["name"], "sha256": run["model"]["sha256"]}, meta
+    # the layer count read from the file by PyPI's gguf, not by kvbench
+    import gguf
+    reader = gguf.GGUFReader(model)
+    n_layers = int(reader.fields["llama.block_count"].parts[-1][0])
+    assert meta["model"] == {"name": run["model"]["name"], "sha256": run["model"]["sha256"],
+                             "layers": n_layers}, meta
     assert meta["model"]["sha256"] == _sha256(model)
     assert meta["git_commit"] == run["git_commit"]
     assert (meta["task"], meta["sample"]) == (row["task"], row["sample"]) == ("needle", meta["sample"])
@@ -597,6 +602,25 @@ def test_replay_stats_name_the_trace_files_model_and_build(tiny_llama, tmp_path)
     st = json.load(open(tmp_path / "og" / "stats.json"))
     assert st["trace"]["model"] == meta["model"] and "task" not in st["trace"]
     assert st["trace"]["cell"] == gm["cell"]
+
+    # replay checks skip_layers against model.layers, as a sweep and generate
+    # check it against the model: at the layer count every layer would run Full
+    # KV under the method's label. Before, replay replayed the traced layer as
+    # Full KV without a word.
+    for skip, rc in ((n_layers, 2), (n_layers - 1, 0)):
+        o = tmp_path / ("os%d" % skip)
+        p = replay(str(g), str(o), {"method": "quest", "budget": 32, "skip_layers": skip})
+        assert p.returncode == rc, p.stderr
+        if rc:
+            assert "key 'skip_layers': %d, expected at most %d" % (skip, n_layers - 1) in p.stderr, p.stderr
+            assert "model.layers" in p.stderr and not o.exists(), p.stderr
+    # the traced layer must be one of them
+    old = tmp_path / "old"
+    bad_trace(str(g), str(old), lambda x: _write(os.path.join(x, "meta.json"), json.dumps(
+        dict(gm, layer=n_layers)).encode()))
+    p = replay(str(old), str(tmp_path / "ol"), {"method": "full"})
+    assert p.returncode == 2 and "key 'layer': %d, but the model has layers 0..%d" % (n_layers, n_layers - 1) \
+        in p.stderr, p.stderr
 
     # an older meta.json, without these keys: read, and stats.json says nothing of them
     old = tmp_path / "old"

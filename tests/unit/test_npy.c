@@ -171,7 +171,7 @@ static void test_trace(void) {
     }
     cJSON *cell = cJSON_CreateObject();
     cJSON_AddStringToObject(cell, "method", "quest");
-    trace_set_origin(&t, "tiny", "ab12", "needle", "w120_d0_0", cell);
+    trace_set_origin(&t, "tiny", "ab12", 5, "needle", "w120_d0_0", cell);
     char td[512];
     snprintf(td, sizeof td, "%s/trace", dir);
     CHECK_EQ_INT(trace_write(td, &t, &e), 0);
@@ -179,12 +179,12 @@ static void test_trace(void) {
     /* where it comes from: this build's commit, then what trace_set_origin said */
     char *o = cJSON_PrintUnformatted(r.origin);
     char want[600];
-    snprintf(want, sizeof want, "{\"git_commit\":\"%s\",\"model\":{\"name\":\"tiny\",\"sha256\":\"ab12\"},"
+    snprintf(want, sizeof want, "{\"git_commit\":\"%s\",\"model\":{\"name\":\"tiny\",\"sha256\":\"ab12\",\"layers\":5},"
              "\"task\":\"needle\",\"sample\":\"w120_d0_0\",\"cell\":{\"method\":\"quest\"}}", kb_git_desc());
     CHECK_MSG(o && !strcmp(o, want), "%s", o ? o : "(null)");
     free(o);
     CHECK(r.L == L && r.W == W && r.N == 3 && r.Hq == Hq && r.Hkv == Hkv && r.D == D);
-    CHECK(r.max_new == 7 && r.S == 27 && r.layer == 3);
+    CHECK(r.max_new == 7 && r.S == 27 && r.layer == 3 && r.n_layers == 5);
     CHECK(!memcmp(r.k, t.k, sizeof(float) * L * Hkv * D) && !memcmp(r.v, t.v, sizeof(float) * L * Hkv * D));
     CHECK(r.k[(5 * Hkv + 1) * D + 2] == 5 * 100 + 10 + 2); /* [L][Hkv][D] layout */
     CHECK(r.qwin[0] == qwin[(8 - W) * Hq * D]);                /* the last W queries */
@@ -222,8 +222,19 @@ static void test_trace(void) {
     fputs("{\"max_new\": 7, \"S\": 27, \"layer\": 3}", f);
     fclose(f);
     CHECK_EQ_INT(trace_read(td, &r, &e), 0);
-    CHECK(r.origin == NULL && r.kv_dtype == -1);
+    CHECK(r.origin == NULL && r.kv_dtype == -1 && r.n_layers == 0);
     trace_free(&r);
+    /* the traced layer is one of the model's (model.layers, since 2026-12-05) */
+    f = fopen(path, "w");
+    fputs("{\"max_new\": 7, \"S\": 27, \"layer\": 3, \"model\": {\"name\": \"m\", \"sha256\": \"x\", \"layers\": 3}}", f);
+    fclose(f);
+    CHECK_EQ_INT(trace_read(td, &r, &e), KB_EINPUT);
+    CHECK_MSG(strstr(e.msg, "meta.json: key 'layer': 3, but the model has layers 0..2"), "%s", e.msg);
+    f = fopen(path, "w");
+    fputs("{\"max_new\": 7, \"S\": 27, \"model\": {\"name\": \"m\", \"sha256\": \"x\", \"layers\": 0}}", f);
+    fclose(f);
+    CHECK_EQ_INT(trace_read(td, &r, &e), KB_EINPUT);
+    CHECK_MSG(strstr(e.msg, "key 'model': key 'layers': expected an integer in [1, "), "%s", e.msg);
     f = fopen(path, "w");
     fputs("{\"max_new\": 7, \"S\": 27, \"model\": {\"name\": \"m\", \"sha256\": \"x\", \"size\": 1}}", f);
     fclose(f);
