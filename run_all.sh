@@ -9,22 +9,25 @@
 #   ./run_all.sh --full --model PATH
 #                                the paper's scale (configs/paper_*.json) on your model
 #                                (e.g. Llama-3.1-8B-Instruct GGUF); needs a big machine
-# Options: --out DIR (default results/run_all[_quick|_full]), --resume (continue a killed
-# run), --threads N.
+# Options: --out DIR (default results/run_all[_quick|_full]), --threads N. A sweep already
+# in DIR is resumed (`kvbench sweep --resume`): a killed one is continued, a finished one
+# left as it is, and one of another model, config, build or samples is refused: delete it
+# or give another --out. --resume, for older scripts, is accepted: it is what run_all.sh
+# always does.
 # Set-up is automatic: missing Debian/PyPI packages (as root), the build, the default model.
 set -euo pipefail
 cd "$(dirname "$0")"
 
-mode=default model="" out="" resume=() threads=()
+mode=default model="" out="" threads=()
 while (($#)); do
   case $1 in
     --quick) mode=quick ;;
     --full) mode=full ;;
     --model) model=${2:?--model needs a path}; shift ;;
     --out) out=${2:?--out needs a directory}; shift ;;
-    --resume) resume=(--resume) ;;
+    --resume) ;;
     --threads) threads=(--threads "${2:?--threads needs a number}"); shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^# Set-up/p' "$0"; exit 0 ;;
     *) echo "run_all.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -66,15 +69,16 @@ start=$(date +%s)
 for cfg in "${configs[@]}"; do
   name=$(basename "$cfg" .json)
   say "sweep $cfg -> $out/$name"
-  if [[ -f $out/$name/run.json && ${#resume[@]} -eq 0 ]]; then
-    # a finished run is kept; an unfinished one is continued
-    if grep -q '"status":[[:space:]]*"done"' "$out/$name/run.json"; then
-      echo "already done (delete $out/$name to run it again)" >&2
-    else
-      $kv sweep "$cfg" --out "$out/$name" --resume "${model_args[@]}" "${threads[@]}"
-    fi
-  else
-    $kv sweep "$cfg" --out "$out/$name" "${resume[@]}" "${model_args[@]}" "${threads[@]}"
+  # a run already there is resumed: the sweep continues a killed one, leaves a finished
+  # one as it is, and refuses one of another model, config, build or samples (exit 2)
+  resume=()
+  [[ -f $out/$name/run.json ]] && resume=(--resume)
+  rc=0
+  $kv sweep "$cfg" --out "$out/$name" "${resume[@]}" "${model_args[@]}" "${threads[@]}" || rc=$?
+  if ((rc)); then
+    ((rc == 2)) && [[ ${#resume[@]} -gt 0 ]] &&
+      echo "run_all.sh: $out/$name holds a run that this one cannot continue (see above): delete it, or give --out DIR" >&2
+    exit "$rc"
   fi
   $kv plot "$out/$name" >&2 || echo "run_all.sh: some plots of $name failed" >&2
 done

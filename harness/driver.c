@@ -449,6 +449,58 @@ static void done_free(done_set *s) {
     free(s->keys);
 }
 
+static int file_exists(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+/* The latency part's distinct contexts. */
+static int latency_n_contexts(const kb_sweep_config *cfg) {
+    int nctx = 0;
+    for (int i = 0; i < cfg->latency.n_contexts; i++) {
+        int dup = 0;
+        for (int k = 0; k < i; k++) dup |= cfg->latency.contexts[k] == cfg->latency.contexts[i];
+        nctx += !dup;
+    }
+    return nctx;
+}
+
+/* A latency part's latency.csv in out has every row (each distinct context x
+ * each cell): a resume keeps it. */
+static int latency_complete(const char *out, const kb_sweep_config *cfg) {
+    char lpath[1200];
+    snprintf(lpath, sizeof lpath, "%s/latency.csv", out);
+    if (!file_exists(lpath)) return 0;
+    int nctx = latency_n_contexts(cfg);
+    kb_table lt;
+    kb_err e = {0};
+    if (table_read_csv(lpath, kb_latency_cols, kb_latency_ncols, &lt, &e)) return 0;
+    int complete = lt.nrow == nctx * cfg->n_cells;
+    table_free(&lt);
+    return complete;
+}
+
+/* A resume (without --force) of a run that has finished: run.json says done,
+ * every planned cell's rows are in samples.csv (done: checked against the
+ * plan), summary.csv is there and so is a complete latency.csv where this
+ * shard has a latency part. Such a resume has nothing to run and rewrites
+ * nothing: run.json gains no session that did no work (run_all.sh resumes
+ * every finished run it finds). */
+static int run_finished(const char *out, const char *runjson, const kb_sweep_config *cfg,
+                        const kb_sweep_opts *o, const done_set *done, long todo) {
+    if ((long)done->n != todo * cfg->n_cells) return 0;
+    char sum[1200];
+    snprintf(sum, sizeof sum, "%s/summary.csv", out);
+    if (!file_exists(sum)) return 0;
+    if (cfg->latency.enabled && (o->shard_n <= 1 || o->shard_i == 0) && !latency_complete(out, cfg)) return 0;
+    cJSON *old;
+    if (json_load_file(runjson, &old, NULL)) return 0;
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(old, "status");
+    int done_status = cJSON_IsString(st) && !strcmp(st->valuestring, "done");
+    cJSON_Delete(old);
+    return done_status;
+}
+
 static int whole_long(const char *s, long *v) {
     char *end;
     errno = 0;
@@ -589,11 +641,6 @@ int samples_check_cells(const kb_table *t, const char *path, const kb_sweep_conf
     }
     free(rc_);
     return rc;
-}
-
-static int file_exists(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0;
 }
 
 static int gen_samples(drv *d, kb_sample_list *all, kb_err *err) {
@@ -972,6 +1019,11 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
     } else {
         table_init(&d.rows, kb_samples_cols, kb_samples_ncols);
     }
+    if (o->resume && !o->force && file_exists(runjson) && run_finished(out, runjson, &cfg, o, &done, todo)) {
+        fprintf(stderr, "kvbench sweep: %s has finished (run.json: done, %ld rows): nothing to resume, "
+                "nothing rewritten\n", out, (long)d.rows.nrow);
+        goto done_rows;
+    }
     /* the sessions before this one (also one that wrote no row) */
     if (o->resume && file_exists(runjson)) runinfo_add_earlier(&ri, runjson, d.rows.nrow);
     if ((rc = runinfo_write(&ri, runjson, "running", err))) goto done_rows;
@@ -1045,24 +1097,7 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
     /* the latency part (harness/bench_methods.c): after every accuracy cell,
      * in shard 0 only; a resumed run keeps a complete latency.csv */
     if (!rc && cfg.latency.enabled && (o->shard_n <= 1 || o->shard_i == 0)) {
-        char lpath[1200];
-        snprintf(lpath, sizeof lpath, "%s/latency.csv", out);
-        int nctx = 0;
-        for (int i = 0; i < cfg.latency.n_contexts; i++) {
-            int dup = 0;
-            for (int k = 0; k < i; k++) dup |= cfg.latency.contexts[k] == cfg.latency.contexts[i];
-            nctx += !dup;
-        }
-        int complete = 0;
-        if (o->resume && file_exists(lpath)) {
-            kb_table lt;
-            kb_err e3 = {0};
-            if (!table_read_csv(lpath, kb_latency_cols, kb_latency_ncols, &lt, &e3)) {
-                complete = lt.nrow == nctx * cfg.n_cells;
-                table_free(&lt);
-            }
-        }
-        if (!complete) {
+        if (!(o->resume && latency_complete(out, &cfg))) {
             kb_lat_opts lo;
             memset(&lo, 0, sizeof lo);
             lo.cmd = "sweep";
@@ -1076,7 +1111,8 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
             lo.threads = threads;
             lo.fill = KB_FILL_AUTO;
             lo.out_dir = out;
-            fprintf(stderr, "kvbench sweep: latency part: %d cells x %d contexts\n", cfg.n_cells, nctx);
+            fprintf(stderr, "kvbench sweep: latency part: %d cells x %d contexts\n", cfg.n_cells,
+                    latency_n_contexts(&cfg));
             rc = bench_latency(&lo, cfg.cells, cfg.n_cells, err);
             if (stop_signal()) rc = 130;
             else if (rc) kb_err_prefix(err, "latency part");

@@ -194,6 +194,47 @@ def test_kill_and_resume_equals_uninterrupted(kvbench_bin, tiny, tmp_path):
         assert not [f for f in os.listdir(out) if ".tmp." in f], "no temporary files left"
 
 
+def test_resume_of_a_finished_run_changes_nothing(kvbench_bin, tiny, tmp_path):
+    """--resume of a run whose run.json says done and whose tables are whole
+    has nothing to run: exit 0, every file byte for byte as it was (before,
+    run.json gained an earlier_sessions entry for a session that ran nothing
+    and new times, and the tables were rewritten). run_all.sh resumes every
+    run it finds. A run missing a cell, summary.csv or its latency.csv is
+    resumed as before."""
+    cfg = write_config(tmp_path / "c.json", budgets=[32],
+                       tasks=[{"task": "needle", "words": [150], "depths": [0.5], "per_cell": 1, "max_new": 4}],
+                       latency={"contexts": [64], "decode_tokens": 2, "reps": 1})
+    out = tmp_path / "o"
+    assert sweep(kvbench_bin, cfg, out, tiny).returncode == 0
+    files = sorted(os.listdir(out))
+    assert {"run.json", "samples.csv", "summary.csv", "latency.csv"} <= set(files), files
+
+    def snapshot():
+        return {f: ((out / f).read_bytes(), os.stat(out / f).st_mtime_ns) for f in sorted(os.listdir(out))}
+
+    before = snapshot()
+    p = sweep(kvbench_bin, cfg, out, tiny, "--resume")
+    assert p.returncode == 0, p.stderr
+    assert "has finished" in p.stderr and "nothing to resume" in p.stderr, p.stderr
+    assert snapshot() == before
+    want = rows(out / "samples.csv")
+    # a missing table, or run.json not done: the resume does its work again
+    for damage in ("summary.csv", "latency.csv", "status"):
+        if damage == "status":
+            run = json.load(open(out / "run.json"))
+            run["status"] = "interrupted"
+            (out / "run.json").write_text(json.dumps(run))
+        else:
+            os.unlink(out / damage)
+        p = sweep(kvbench_bin, cfg, out, tiny, "--resume")
+        assert p.returncode == 0, (damage, p.stderr)
+        assert "nothing to resume" not in p.stderr, (damage, p.stderr)
+        assert {"summary.csv", "latency.csv"} <= set(os.listdir(out)), damage
+        run = json.load(open(out / "run.json"))
+        assert run["status"] == "done" and run.get("earlier_sessions"), (damage, run.get("earlier_sessions"))
+        assert rows(out / "samples.csv") == want, damage
+
+
 def test_resume_by_another_build(kvbench_bin, tiny, tmp_path):
     """A run left by another build (run.json's git_commit edited here) is not
     resumed without --force: the table would hold rows of two builds under one
