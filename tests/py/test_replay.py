@@ -435,6 +435,9 @@ def test_traces_stay_in_their_run(tiny_llama, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["a", "c.json", "d.jsonl"]  # nothing escaped
     assert sorted(os.listdir(work)) == ["run"]
 
+    run = json.load(open(out / "run.json"))
+    run["status"] = "interrupted"  # a finished run's resume would run nothing and record nothing
+    (out / "run.json").write_text(json.dumps(run))
     p = sweep("--resume")
     assert p.returncode == 0, p.stderr
     run = json.load(open(out / "run.json"))

@@ -278,9 +278,18 @@ def test_resume_by_another_build(kvbench_bin, tiny, tmp_path):
         assert e[k] == rj[k], k
     p = sweep(kvbench_bin, cfg, out, tiny, "--resume")  # this build's run: no --force needed
     assert p.returncode == 0, p.stderr
+    # the run had finished: that resume ran nothing and recorded no session
+    assert "nothing to resume" in p.stderr, p.stderr
+    assert json.load(open(out / "run.json"))["earlier_sessions"] == rj2["earlier_sessions"]
+    # an interrupted session of this build is listed too
+    run = json.load(open(out / "run.json"))
+    run["status"] = "interrupted"
+    (out / "run.json").write_text(json.dumps(run))
+    p = sweep(kvbench_bin, cfg, out, tiny, "--resume")
+    assert p.returncode == 0, p.stderr
     sessions = json.load(open(out / "run.json"))["earlier_sessions"]
     assert [(s["git_commit"], s["status"], s["rows"]) for s in sessions] == \
-        [("0000000old", "interrupted", len(kept)), (commit, "done", len(want))]
+        [("0000000old", "interrupted", len(kept)), (commit, "interrupted", len(want))]
     # a session that wrote no row is one too (run.json, no samples.csv)
     (out / "samples.csv").unlink()
     assert sweep(kvbench_bin, cfg, out, tiny, "--resume").returncode == 0
