@@ -89,7 +89,9 @@ int bench_engine(int argc, char **argv) {
     kb_dtype kv = KB_F16;
     int c;
     optind = 1;
+    kb_cli_seen seen = {0};
     while ((c = getopt_long(argc, argv, "m:h", opts, NULL)) != -1) {
+        if (cli_once("bench engine", c, opts, NULL, &seen)) return 2;
         switch (c) {
         case 'm': model = optarg; break;
         case 'p':

@@ -1129,7 +1129,9 @@ int bench_methods(int argc, char **argv) {
     long v;
     int c;
     optind = 1;
+    kb_cli_seen seen = {0};
     while ((c = getopt_long(argc, argv, "m:h", opts, NULL)) != -1) {
+        if (cli_once("bench methods", c, opts, NULL, &seen)) return 2;
         switch (c) {
         case 'm': model = optarg; break;
         case 'c':

@@ -2,6 +2,7 @@
 #include "harness/cli.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,5 +112,37 @@ int cli_parse_shard(const char *s, int *i, int *n) {
         return -1;
     *i = (int)a;
     *n = (int)b;
+    return 0;
+}
+
+int cli_once(const char *cmd, int c, const struct option *opts, const char *const *repeatable, kb_cli_seen *seen) {
+    const struct option *o = NULL;
+    for (const struct option *x = opts; x->name && !o; x++)
+        if (x->val == c && !x->flag) o = x;
+    if (!o || o->has_arg == no_argument) return 0; /* '?', ':' and flags */
+    for (const char *const *r = repeatable; r && *r; r++)
+        if (!strcmp(*r, o->name)) return 0;
+    for (int i = 0; i < seen->n; i++)
+        if (seen->val[i] == c) {
+            fprintf(stderr, "kvbench %s: --%s given twice (the last would silently replace the first): give it "
+                    "once\n", cmd, o->name);
+            return 2;
+        }
+    if (seen->n < (int)(sizeof seen->val / sizeof seen->val[0])) seen->val[seen->n++] = c;
+    return 0;
+}
+
+int cli_check_repeated_keys(const char *opt, const char *const *kv, int n, kb_err *err) {
+    for (int i = 0; i < n; i++) {
+        const char *ei = strchr(kv[i], '=');
+        if (!ei) continue;
+        size_t li = (size_t)(ei - kv[i]);
+        for (int j = 0; j < i; j++) {
+            const char *ej = strchr(kv[j], '=');
+            if (ej && (size_t)(ej - kv[j]) == li && !memcmp(kv[i], kv[j], li))
+                return kb_fail(err, KB_EINPUT, "%s %.*s given twice ('%s', then '%s': the second would silently "
+                               "replace the first): give it once", opt, (int)li, kv[i], kv[j], kv[i]);
+        }
+    }
     return 0;
 }

@@ -46,5 +46,21 @@ int cli_check_param_key(const char *opt, const char *kv, struct kb_err *err);
  * otherwise (the caller names the option or file). */
 #define KB_MAX_SHARDS 100000
 int cli_parse_shard(const char *s, int *i, int *n);
+/* An option that takes a value, given twice: getopt would keep the last one
+ * without a word (`--budget 256 ... --budget 1024` runs 1024). Call with each
+ * getopt_long result c: returns 2 after printing "kvbench <cmd>: --NAME
+ * given twice (...)" when c's option takes a value, was seen before and is
+ * not in `repeatable` (long names, NULL-terminated; NULL: none), else 0.
+ * seen: a zeroed kb_cli_seen, one per parse. Flags (no value) may repeat. */
+/* KEY=VALUE options (sweep --set, generate --set, replay --param) whose KEY
+ * (the bytes before the first '=') appears twice: the second would replace
+ * the first silently. Returns 2 with "OPT KEY given twice (...)" in err,
+ * else 0 (items without '=' are left to the caller's own check). */
+int cli_check_repeated_keys(const char *opt, const char *const *kv, int n, struct kb_err *err);
+typedef struct kb_cli_seen {
+    int val[64], n;
+} kb_cli_seen;
+struct option;
+int cli_once(const char *cmd, int c, const struct option *opts, const char *const *repeatable, kb_cli_seen *seen);
 
 #endif

@@ -40,10 +40,11 @@ static void usage(FILE *f) {
 /* Builds {"method": M, "budget": B, k: v...} and parses it like a sweep config entry. */
 static int params_from_cli(const char *method, long budget, char **sets, int nsets,
                            kb_method_params *p, kb_err *err) {
+    int rc = cli_check_repeated_keys("--set", (const char *const *)sets, nsets, err);
+    if (rc) return rc;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "method", method);
     if (budget >= 0) cJSON_AddNumberToObject(o, "budget", (double)budget);
-    int rc = 0;
     for (int i = 0; i < nsets && !rc; i++) {
         char *eq = strchr(sets[i], '=');
         if (!eq || eq == sets[i]) {
@@ -86,7 +87,10 @@ int cmd_generate(int argc, char **argv) {
         free(sets);      \
         return 2;        \
     } while (0)
+    static const char *const repeatable[] = {"set", NULL};
+    kb_cli_seen seen = {0};
     while ((c = getopt_long(argc, argv, "m:p:f:n:h", opts, NULL)) != -1) {
+        if (cli_once("generate", c, opts, repeatable, &seen)) BAD();
         switch (c) {
         case 'm': model = optarg; break;
         case 'p': prompt = optarg; break;

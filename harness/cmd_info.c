@@ -89,7 +89,9 @@ int cmd_info(int argc, char **argv) {
     int c, rows_given = 0;
     optind = 1;
     opterr = 0;
+    kb_cli_seen seen = {0};
     while ((c = getopt_long(argc, argv, ":m:h", opts, NULL)) != -1) {
+        if (cli_once("info", c, opts, NULL, &seen)) return 2;
         switch (c) {
         case 'm': model = optarg; break;
         case 'h': usage(stdout); return 0;

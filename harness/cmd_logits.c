@@ -46,7 +46,9 @@ int cmd_logits(int argc, char **argv) {
     int chat = 0, decode = 0, c;
     kb_dtype kv = KB_F16;
     optind = 1;
+    kb_cli_seen seen = {0};
     while ((c = getopt_long(argc, argv, "m:p:o:h", opts, NULL)) != -1) {
+        if (cli_once("logits", c, opts, NULL, &seen)) return 2;
         switch (c) {
         case 'm': model = optarg; break;
         case 't': tokens = optarg; break;

@@ -1027,7 +1027,9 @@ int cmd_plot(int argc, char **argv) {
     pc.png = pc.svg = 1;
     int c;
     optind = 1;
+    kb_cli_seen seen = {0};
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (cli_once("plot", c, opts, NULL, &seen)) return 2;
         switch (c) {
         case 'f':
             if (parse_formats(optarg, &pc.png, &pc.svg)) return 2;

@@ -138,7 +138,9 @@ int cmd_prompts(int argc, char **argv) {
     optind = 1;
     opterr = 0;
     int c;
+    kb_cli_seen seen = {0};
     while ((c = getopt_long(argc, argv, ":m:o:h", opts, NULL)) != -1) {
+        if (cli_once("prompts", c, opts, NULL, &seen)) return 2;
         switch (c) {
         case 'm': model = optarg; break;
         case 'c': counter = optarg; break;

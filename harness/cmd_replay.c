@@ -108,7 +108,13 @@ int cmd_replay(int argc, char **argv) {
     int nparams = 0, c;
     optind = 1;
     opterr = 0;
+    static const char *const repeatable[] = {"param", NULL};
+    kb_cli_seen seen = {0};
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (cli_once("replay", c, opts, repeatable, &seen)) {
+            free(params);
+            return 2;
+        }
         switch (c) {
         case 't': trace_dir = optarg; break;
         case 'm': method = optarg; break;
@@ -162,6 +168,10 @@ int cmd_replay(int argc, char **argv) {
         free(params);
         fprintf(stderr, "kvbench replay: --out %s\n", err.msg);
         return 2;
+    }
+    if (cli_check_repeated_keys("--param", params, nparams, &err)) {
+        free(params);
+        return fail(2, err.msg);
     }
     cJSON *obj = NULL;
     if (config) {

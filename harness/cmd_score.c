@@ -134,7 +134,9 @@ int cmd_score(int argc, char **argv) {
     optind = 1;
     opterr = 0;
     int c;
+    kb_cli_seen seen = {0};
     while ((c = getopt_long(argc, argv, ":m:lh", opts, NULL)) != -1) {
+        if (cli_once("score", c, opts, NULL, &seen)) return 2;
         switch (c) {
         case 'm': metric_name = optarg; break;
         case 'f': first_line = 1; break;

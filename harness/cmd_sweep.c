@@ -39,7 +39,13 @@ int cmd_sweep(int argc, char **argv) {
     int c, nsets = 0;
     long v;
     optind = 1;
+    static const char *const repeatable[] = {"set", NULL};
+    kb_cli_seen seen = {0};
     while ((c = getopt_long(argc, argv, "m:o:h", opts, NULL)) != -1) {
+        if (cli_once("sweep", c, opts, repeatable, &seen)) {
+            free(sets);
+            return 2;
+        }
         switch (c) {
         case 'm':
             if (!*optarg) { /* not the config's model nor the default one */
@@ -97,6 +103,11 @@ int cmd_sweep(int argc, char **argv) {
     kb_err err = {0};
     if (o.out_dir && check_out_path(o.out_dir, 1, &err)) {
         fprintf(stderr, "kvbench sweep: --out %s\n", err.msg);
+        free(sets);
+        return 2;
+    }
+    if (cli_check_repeated_keys("--set", (const char *const *)sets, nsets, &err)) {
+        fprintf(stderr, "kvbench sweep: %s\n", err.msg);
         free(sets);
         return 2;
     }

@@ -263,7 +263,9 @@ int cmd_tokenize(int argc, char **argv) {
     const char *model = NULL, *prompt = NULL, *jsonl = NULL, *chat = NULL, *system = NULL;
     int parse_special = 1, add_bos = 0, decode = 0, render = 0, timing = 0, print_text = 0, c;
     optind = 1;
+    kb_cli_seen seen = {0};
     while ((c = getopt_long(argc, argv, "m:p:h", opts, NULL)) != -1) {
+        if (cli_once("tokenize", c, opts, NULL, &seen)) return 2;
         switch (c) {
         case 'm': model = optarg; break;
         case 'p': prompt = optarg; break;

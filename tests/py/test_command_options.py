@@ -262,3 +262,58 @@ def test_info_rows_needs_dump_tensor(kvbench_bin, tiny):
     refused(run(kvbench_bin, "info", tiny, "--rows", "0:2"), "--rows needs --dump-tensor")
     p = run(kvbench_bin, "info", tiny, "--dump-tensor", "output_norm.weight", "--rows", "0:1")
     assert p.returncode == 0 and p.stdout.startswith(b"row 0 "), p.stderr
+
+
+def test_an_option_given_twice_is_refused(kvbench_bin, tiny, tmp_path):
+    """An option that takes a value, given twice, is refused (exit 2, naming
+    it; nothing on stdout, nothing written) in every command that parses
+    options: getopt keeps the last value without a word, so `--budget 256
+    ... --budget 1024` ran 1024 and `--out a ... --out b` wrote b. Options
+    documented as repeatable (--set, replay's --param) and flags (--force)
+    may repeat, as before, but not with one KEY twice (`--set seed=2 --set
+    seed=3` ran seed 3)."""
+    (tmp_path / "preds.jsonl").write_text('{"pred": "a", "answers": ["a"]}\n')
+    task = tmp_path / "task.json"
+    task.write_text(json.dumps({"task": "needle", "words": [60], "depths": [0.5], "per_cell": 1, "max_new": 4}))
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"name": "t", "seed": 1, "methods": ["full"], "tasks": [
+        {"task": "needle", "words": [60], "depths": [0.5], "per_cell": 1, "max_new": 4}]}))
+    a, b = tmp_path / "a", tmp_path / "b"
+    cases = [
+        (["sweep", cfg, "-m", tiny, "--out", a, "--out", b], "--out"),
+        (["sweep", cfg, "-m", tiny, "-m", tiny, "--out", a], "--model"),
+        (["sweep", cfg, "-m", tiny, "--out", a, "--threads", 1, "--threads", 2], "--threads"),
+        (["generate", "-m", tiny, "-p", "hi", "-n", 2, "--method", "quest", "--budget", 32, "--budget", 64],
+         "--budget"),
+        (["generate", "-m", tiny, "-p", "hi", "-p", "there", "-n", 2], "--prompt"),
+        (["bench", "methods", "-m", "synthetic:smollm2-135m", "--contexts", 64, "--methods", "full",
+          "--budgets", 32, "--budgets", 64, "--out", a], "--budgets"),
+        (["bench", "engine", "-m", tiny, "--reps", 1, "--reps", 2], "--reps"),
+        (["tokenize", "-m", tiny, "-p", "hi", "-p", "there"], "--prompt"),
+        (["logits", "-m", tiny, "-p", "hi", "--out", a / "l.npy", "--out", b / "l.npy"], "--out"),
+        (["prompts", task, "--counter", "bytes4", "--seed", 1, "--seed", 2], "--seed"),
+        (["score", "-m", "exact_match", "-m", "f1", tmp_path / "preds.jsonl"], "--metric"),
+        (["info", tiny, "--dump-tensor", "output_norm.weight", "--dump-tensor", "token_embd.weight"],
+         "--dump-tensor"),
+        (["plot", a, "--formats", "png", "--formats", "svg"], "--formats"),
+        (["replay", "--trace", a, "--method", "full", "--method", "quest", "--out", b], "--method"),
+    ]
+    # one KEY twice in the KEY=VALUE options
+    cases += [
+        (["sweep", cfg, "-m", tiny, "--out", a, "--set", "seed=2", "--set", "seed=3"], "--set seed"),
+        (["generate", "-m", tiny, "-p", "hi", "-n", 2, "--method", "quest", "--budget", 32,
+          "--set", "page_size=16", "--set", "page_size=32"], "--set page_size"),
+        (["replay", "--trace", a, "--method", "quest", "--budget", 32, "--param", "page_size=16",
+          "--param", "page_size=32", "--out", b], "--param page_size"),
+    ]
+    for args, opt in cases:
+        p = run(kvbench_bin, *args)
+        refused(p, f"{opt} given twice")
+        assert not a.exists() and not b.exists(), args
+    # repeatable options with distinct keys, and flags
+    p = run(kvbench_bin, "sweep", cfg, "-m", tiny, "--out", a, "--set", "seed=2", "--set", "name=u", "--dry-run",
+            "--dry-run")
+    assert p.returncode == 0, p.stderr
+    p = run(kvbench_bin, "generate", "-m", tiny, "-p", "hi", "-n", 2, "--method", "quest", "--budget", 32,
+            "--set", "page_size=16", "--set", "skip_layers=1", "--stats", "--stats")
+    assert p.returncode == 0, p.stderr
