@@ -104,7 +104,7 @@ bench: all model
 
 plots: all
 	@test -n "$(RUN)" || { echo "usage: make plots RUN=results/<run>" >&2; exit 2; }
-	$(BUILD)/kvbench plot $(RUN)
+	$(BUILD)/kvbench plot "$(RUN)"
 
 fuzz:
 	@bash tests/fuzz/run.sh

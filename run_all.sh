@@ -4,49 +4,68 @@
 #
 #   ./run_all.sh                 default: needle, RULER, SCBench-like multi-turn, the
 #                                pooling and split ablations and the speed table on the
-#                                default model (about an hour on 2 cores)
+#                                default model (30-40 minutes on 2 cores)
 #   ./run_all.sh --quick         a few minutes: configs/quick.json + a short speed table
 #   ./run_all.sh --full --model PATH
 #                                the paper's scale (configs/paper_*.json) on your model
-#                                (e.g. Llama-3.1-8B-Instruct GGUF); needs a big machine
-# Options: --out DIR (default results/run_all[_quick|_full]), --threads N. A sweep already
-# in DIR is resumed (`kvbench sweep --resume`): a killed one is continued, a finished one
-# left as it is, and one of another model, config, build or samples is refused: delete it
-# or give another --out. --resume, for older scripts, is accepted: it is what run_all.sh
-# always does.
-# Set-up is automatic: missing Debian/PyPI packages (as root), the build, the default model.
+#                                (e.g. Llama-3.1-8B-Instruct GGUF); needs a big machine and
+#                                the RULER, LongBench and SCBench files under data/
+#                                (docs/DATASETS.md)
+# Options: --out DIR (default results/run_all[_quick|_full] in the checkout; a relative DIR
+# is taken from the directory run_all.sh is started in, as is --model PATH), --threads N.
+# Every config is checked first (`kvbench sweep --dry-run`: model, data, options), so a
+# missing file stops the run before any sweep. A sweep already in DIR is resumed
+# (`kvbench sweep --resume`): a killed one is continued, a finished one left as it is, and
+# one of another model, config, build or samples is refused: delete it or give another
+# --out. --resume, for older scripts, is accepted: it is what run_all.sh always does. The
+# speed table is measured into DIR/speed.new and replaces DIR/speed only when whole.
+# Set-up is automatic: missing Debian/PyPI packages (as root), the build, the default model
+# (not fetched when --model or $KVBENCH_MODEL names another).
 set -euo pipefail
-cd "$(dirname "$0")"
+
+fail() { echo "run_all.sh: $*" >&2; exit 2; }
+# a path given relative to where run_all.sh was started
+abspath() { if [[ $1 == /* ]]; then printf '%s' "$1"; else printf '%s/%s' "$PWD" "$1"; fi; }
 
 mode=default model="" out="" threads=()
 while (($#)); do
   case $1 in
     --quick) mode=quick ;;
     --full) mode=full ;;
-    --model) model=${2:?--model needs a path}; shift ;;
-    --out) out=${2:?--out needs a directory}; shift ;;
+    --model|--out|--threads)
+      (($# >= 2)) && [[ -n $2 ]] || fail "$1 needs a value (see --help)"
+      case $1 in
+        --model) model=$2
+                 [[ $model == synthetic:* ]] && fail "--model $model: a sweep needs a GGUF file with a tokenizer"
+                 model=$(abspath "$model") ;;
+        --out) out=$(abspath "$2") ;;
+        --threads) [[ $2 =~ ^[1-9][0-9]{0,3}$ ]] && (($2 <= 1024)) ||
+                     fail "--threads expects an integer in [1, 1024], got '$2'"
+                   threads=(--threads "$2") ;;
+      esac
+      shift ;;
     --resume) ;;
-    --threads) threads=(--threads "${2:?--threads needs a number}"); shift ;;
-    -h|--help) sed -n '2,/^# Set-up/p' "$0"; exit 0 ;;
-    *) echo "run_all.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    -h|--help) sed -n '2,/^# (not fetched/p' "$0"; exit 0 ;;
+    *) fail "unknown option '$1' (see --help)" ;;
   esac
   shift
 done
 if [[ $mode == full && -z $model ]]; then
-  echo "run_all.sh: --full needs --model PATH (a llama-arch GGUF, e.g. Llama-3.1-8B-Instruct)" >&2
-  exit 2
+  fail "--full needs --model PATH (a llama-arch GGUF, e.g. Llama-3.1-8B-Instruct)"
 fi
+[[ -n $out && -e $out && ! -d $out ]] && fail "--out $out is not a directory"
+cd "$(dirname "$(readlink -f "$0")")"
 
 say() { printf '\n== %s\n' "$*" >&2; }
 
 say "set-up: packages, build, model"
 bash scripts/deps.sh
-make -j"$(nproc)" all >/dev/null
+make -j"$(nproc)" BUILD=build all >/dev/null
 kv=build/kvbench
 model_args=()
 if [[ -n $model ]]; then
   model_args=(--model "$model")
-else
+elif [[ -z ${KVBENCH_MODEL:-} ]]; then
   make --no-print-directory model
 fi
 
@@ -63,6 +82,15 @@ case $mode in
                     configs/paper_longbench.json configs/paper_scbench.json)
            bench=(--contexts 16384,32768,65536 --budgets 256,512,1024,2048,4096 --decode-tokens 16 --reps 3 --rounds 3) ;;
 esac
+say "model: ${model:-${KVBENCH_MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf (the default)}}"
+# every config before the first sweep: a missing data file or a bad option stops the run
+# now, not after hours of the configs before it
+bad=()
+for cfg in "${configs[@]}"; do
+  $kv sweep "$cfg" --out "$out/$(basename "$cfg" .json)" --dry-run "${model_args[@]}" "${threads[@]}" >/dev/null ||
+    bad+=("$cfg")
+done
+((${#bad[@]} == 0)) || fail "${bad[*]} cannot run (above); nothing was run"
 mkdir -p "$out"
 start=$(date +%s)
 
@@ -84,7 +112,14 @@ for cfg in "${configs[@]}"; do
 done
 
 say "speed table: kvbench bench methods -> $out/speed"
-$kv bench methods "${model_args[@]}" "${threads[@]}" "${bench[@]}" --out "$out/speed"
+# measured into speed.new (what an earlier, unfinished measurement left there is removed) and
+# moved into place once whole: an interrupted or failed measurement leaves the speed table of
+# an earlier run as it was
+rm -rf "$out/speed.new" "$out/speed.old"
+$kv bench methods "${model_args[@]}" "${threads[@]}" "${bench[@]}" --out "$out/speed.new"
+if [[ -e $out/speed ]]; then mv "$out/speed" "$out/speed.old"; fi
+mv "$out/speed.new" "$out/speed"
+rm -rf "$out/speed.old"
 $kv plot "$out/speed" >&2 || true
 
 say "done in $(( ($(date +%s) - start) / 60 )) min"

@@ -2,7 +2,8 @@
 # Installs what kvbench needs on a fresh Debian machine: Debian packages with
 # apt-get (only when run as root and something is missing) and the Python
 # packages the tests use as independent references (numpy, gguf, tokenizers,
-# rouge, regex, pytest, pytest-xdist, rouge_score, nltk). Idempotent: does nothing when all is present.
+# rouge, regex, pytest, pytest-xdist, rouge_score, nltk, jinja2). Idempotent: does nothing when
+# all is present.
 set -euo pipefail
 
 # header-or-command  package
@@ -11,12 +12,12 @@ need=(
   "/usr/include/csv.h libcsv-dev"
   # the library, not cblas.h: reference BLAS (libblas-dev) installs a cblas.h
   # too, without OpenBLAS's own functions, and then the link fails
-  "/usr/lib/x86_64-linux-gnu/libopenblas.so libopenblas-dev"
+  "/usr/lib/$(uname -m)-linux-gnu/libopenblas.so libopenblas-dev"
   "cmd:gnuplot gnuplot-nox"
   "cmd:gcc gcc"
   "cmd:make make"
   "cmd:python3 python3"
-  "cmd:unzip unzip"
+  "py:pip python3-pip"
   "/usr/share/games/fortunes/fortunes fortunes-min"
   "/usr/share/wordnet/index.noun wordnet-base"
   "/usr/share/dict/american-english wamerican"
@@ -26,6 +27,8 @@ for entry in "${need[@]}"; do
   what=${entry% *}; pkg=${entry##* }
   if [[ $what == cmd:* ]]; then
     command -v "${what#cmd:}" >/dev/null 2>&1 || missing+=("$pkg")
+  elif [[ $what == py:* ]]; then
+    python3 -c "import ${what#py:}" >/dev/null 2>&1 || missing+=("$pkg")
   else
     [[ -e $what ]] || missing+=("$pkg")
   fi
@@ -35,7 +38,7 @@ if ((${#missing[@]})); then
     echo "deps: installing Debian packages: ${missing[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq >/dev/null
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" python3-pip >/dev/null
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   else
     echo "deps: missing Debian packages: ${missing[*]}" >&2
     echo "deps: install them with: sudo apt-get install ${missing[*]}" >&2
@@ -58,11 +61,13 @@ if ((${#py_missing[@]})); then
   echo "deps: installing Python test packages: ${py_missing[*]}" >&2
   pip_flags=(--quiet --disable-pip-version-check)
   # Debian's system Python refuses plain pip installs (PEP 668).
-  if python3 -m pip install "${pip_flags[@]}" "${py_missing[@]}" 2>/tmp/kvbench-pip.err; then :
-  elif grep -q externally-managed /tmp/kvbench-pip.err; then
+  perr=$(mktemp)
+  trap 'rm -f "$perr"' EXIT
+  if python3 -m pip install "${pip_flags[@]}" "${py_missing[@]}" 2>"$perr"; then :
+  elif grep -q externally-managed "$perr"; then
     python3 -m pip install "${pip_flags[@]}" --break-system-packages "${py_missing[@]}"
   else
-    cat /tmp/kvbench-pip.err >&2
+    cat "$perr" >&2
     echo "deps: pip could not install ${py_missing[*]} (is PyPI reachable?)" >&2
     exit 1
   fi

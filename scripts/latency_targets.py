@@ -179,7 +179,15 @@ def main(argv):
 
 if __name__ == "__main__":
     try:
-        sys.exit(main(sys.argv[1:]))
+        rc = main(sys.argv[1:])
+        sys.stdout.flush()
     except Bad as e:
         print(f"latency_targets: {e}", file=sys.stderr)
         sys.exit(2)
+    except OSError as e:  # stdout on a full disk or a closed pipe: one line, exit 1, as kvbench
+        try:
+            sys.stdout = None  # nothing more to flush at exit
+        finally:
+            print(f"latency_targets: writing the output failed: {e.strerror or e}", file=sys.stderr)
+        sys.exit(1)
+    sys.exit(rc)

@@ -161,3 +161,17 @@ def test_real_latency_csv(kvbench_bin, tmp_path):
     assert want in p.stdout, (want, p.stdout)
     # a 300-token run measures something else than the 8K targets: said on stderr
     assert f"its largest context is {full['context']}; the targets are set at 8K context" in p.stderr
+
+
+def test_output_failure_is_one_line_and_exit_1(tmp_path):
+    """stdout on a full disk: "latency_targets: writing the output failed:
+    ...", exit 1, as kvbench's commands; before, a Python traceback."""
+    d = tmp_path / "r1"
+    d.mkdir()
+    write(d / "latency.csv", run_rows(0.8, 3.0, 0.1, 0.02, 0.5))
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([sys.executable, SCRIPT, str(d)], stdout=full, stderr=subprocess.PIPE, text=True,
+                           timeout=120)
+    assert p.returncode == 1, p.stderr
+    assert p.stderr.strip().splitlines() == ["latency_targets: writing the output failed: No space left on device"], \
+        p.stderr
