@@ -24,6 +24,13 @@ static int opt_u32(const gguf_file *f, const char *key, uint32_t *out, kb_err *e
     return rc; /* gguf_get_* errors name the file */
 }
 
+/* The training context: llama.context_length, 2048 when the file has none
+ * (load_gguf and model_context_length read it alike). */
+static int context_length(const gguf_file *f, uint32_t *u, kb_err *err) {
+    *u = 2048;
+    return opt_u32(f, "llama.context_length", u, err);
+}
+
 static int opt_f32(const gguf_file *f, const char *key, float *out, kb_err *err) {
     int rc = gguf_get_f32(f, key, out, err);
     if (rc == 1) return 0;
@@ -127,8 +134,7 @@ static int load_gguf(const char *path, kb_model *m, kb_err *err) {
     u = (uint32_t)hp->n_head;
     if ((rc = opt_u32(f, "llama.attention.head_count_kv", &u, err))) return rc;
     hp->n_head_kv = (int)u;
-    u = 2048;
-    if ((rc = opt_u32(f, "llama.context_length", &u, err))) return rc;
+    if ((rc = context_length(f, &u, err))) return rc;
     hp->n_ctx_train = (int)u;
     if (hp->n_layer < 1 || hp->n_layer > 1024 || hp->n_embd < 1 || hp->n_embd > 65536 ||
         hp->n_ff < 1 || hp->n_ff > 1 << 20 || hp->n_head < 1 || hp->n_head > 1024 ||
@@ -320,8 +326,8 @@ int model_context_length(const char *spec, int *n_ctx, kb_err *err) {
     }
     gguf_file *f;
     if ((rc = gguf_open(spec, &f, err))) return rc;
-    uint32_t u = 2048; /* as load_gguf */
-    rc = opt_u32(f, "llama.context_length", &u, err);
+    uint32_t u;
+    rc = context_length(f, &u, err); /* as load_gguf */
     gguf_close(f);
     if (!rc && (u < 1 || u > INT32_MAX)) rc = kb_fail(err, KB_EINPUT, "%s: context length %u", spec, u);
     if (!rc) *n_ctx = (int)u;
