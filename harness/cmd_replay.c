@@ -23,8 +23,8 @@
  * meta.json says the trace comes from, resolved parameters, budget split,
  * per-step tokens and bytes resident and read). */
 #include <errno.h>
-#include <limits.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
