@@ -15,7 +15,11 @@
 # environment: TEST_JOBS (tests run at once by tests/run.sh; default: the cores, at most 4).
 
 BUILD  ?= build
-CC     ?= gcc
+# make's own default CC is cc, which `?=` would keep: gcc (what deps.sh installs) unless the
+# command line or the environment names another compiler
+ifeq ($(origin CC),default)
+CC     := gcc
+endif
 OPT    ?= -O2 -march=native
 SAN    ?=
 CFLAGS  = -std=c11 $(OPT) $(SAN) -g -Wall -Wextra $(if $(WERROR),-Werror) -fopenmp \
