@@ -420,33 +420,38 @@ static int run_cell(drv *d, long seq, const kb_sample *s, const kb_cell *c, cons
 
 /* ------------------------------------------------------------ the run --- */
 
+/* The cells with rows in samples.csv, by sample (seq) and cell index: a
+ * resume of a paper-sized run (tens of thousands of rows) looks each one up
+ * once per sample (a list searched linearly took ~12 s at 67k rows). */
 typedef struct done_set {
-    char **keys;
-    int n, cap;
+    unsigned char *bit; /* [n_samples][n_cells] */
+    int n_cells;
+    long n; /* cells marked */
 } done_set;
 
-static void cell_key(char *buf, size_t cap, long seq, const char *label, int budget) {
-    snprintf(buf, cap, "%ld\x1f%s\x1f%d", seq, label, budget);
+static void done_init(done_set *s, long n_samples, int n_cells) {
+    s->bit = KB_CALLOC((size_t)(n_samples > 0 ? n_samples : 1) * (size_t)(n_cells > 0 ? n_cells : 1), 1);
+    s->n_cells = n_cells;
+    s->n = 0;
 }
 
-static int done_has(const done_set *s, const char *k) {
-    for (int i = 0; i < s->n; i++)
-        if (!strcmp(s->keys[i], k)) return 1;
-    return 0;
+static int done_has(const done_set *s, long seq, int c) { return s->bit[(size_t)seq * s->n_cells + c]; }
+
+static void done_mark(done_set *s, long seq, int c) {
+    if (done_has(s, seq, c)) return;
+    s->bit[(size_t)seq * s->n_cells + c] = 1;
+    s->n++;
 }
 
-static void done_add(done_set *s, const char *k) {
-    if (done_has(s, k)) return;
-    if (s->n == s->cap) {
-        s->cap = s->cap ? 2 * s->cap : 64;
-        s->keys = KB_REALLOC(s->keys, (size_t)s->cap * sizeof *s->keys);
-    }
-    s->keys[s->n++] = kb_strdup(k);
-}
+static void done_free(done_set *s) { free(s->bit); }
 
-static void done_free(done_set *s) {
-    for (int i = 0; i < s->n; i++) free(s->keys[i]);
-    free(s->keys);
+/* The config's cell with this label and budget (-1: none); rows name a cell
+ * by them, unique per config (CONFIG.md). */
+static int cell_index(const kb_sweep_config *cfg, const char *label, int budget) {
+    for (int c = 0; c < cfg->n_cells; c++)
+        if (!strcmp(cfg->cells[c].p.label, label) && (cfg->cells[c].p.budget < 0 ? -1 : cfg->cells[c].p.budget) == budget)
+            return c;
+    return -1;
 }
 
 static int file_exists(const char *p) {
@@ -578,12 +583,10 @@ int samples_check_cells(const kb_table *t, const char *path, const kb_sweep_conf
     for (int r = 0; r < t->nrow && !rc; r++) {
         const char *label = table_get(t, r, "label"), *b = table_get(t, r, "budget"),
                    *method = table_get(t, r, "method"), *turn = table_get(t, r, "turn");
-        int budget = *b ? atoi(b) : -1, c = 0; /* samples_check validated seq and budget */
-        while (c < cfg->n_cells && (strcmp(cfg->cells[c].p.label, label) ||
-                                    (cfg->cells[c].p.budget < 0 ? -1 : cfg->cells[c].p.budget) != budget))
-            c++;
+        int budget = *b ? atoi(b) : -1; /* samples_check validated seq and budget */
+        int c = cell_index(cfg, label, budget);
         long seq = atol(table_get(t, r, "seq")), tv;
-        if (c == cfg->n_cells)
+        if (c < 0)
             rc = kb_fail(err, KB_EINPUT, "%s: data row %d: label '%s' with budget %s is not a cell of "
                          "the run's config", path, r + 1, label, cell_budget(b1, sizeof b1, budget));
         else if (strcmp(method, cfg->cells[c].p.ops->name))
@@ -988,7 +991,7 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
     /* a new run: nothing of a previous one stays (run_dir_clear) */
     if (!o->resume && (rc = run_dir_clear(out, err))) goto done_ri;
     run_dir_clean_stale(out); /* what a killed run was writing */
-    done_set done = {0};
+    done_set done = {0}; /* made once the rows are checked (the gotos above it free nothing of it) */
     if (o->resume && file_exists(d.samples_path)) {
         if ((rc = table_read_csv(d.samples_path, kb_samples_cols, kb_samples_ncols, &d.rows, err)))
             goto done_ri;
@@ -1009,15 +1012,15 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
         }
         /* a cell is done when its rows are present: they are all its turns
          * (written per cell, checked above) */
+        done_init(&done, samples.n, cfg.n_cells);
         for (int r = 0; r < d.rows.nrow; r++) {
-            char k[256];
             const char *b = table_get(&d.rows, r, "budget");
-            cell_key(k, sizeof k, atol(table_get(&d.rows, r, "seq")), table_get(&d.rows, r, "label"),
-                     *b ? atoi(b) : -1);
-            done_add(&done, k);
+            done_mark(&done, atol(table_get(&d.rows, r, "seq")),
+                      cell_index(&cfg, table_get(&d.rows, r, "label"), *b ? atoi(b) : -1));
         }
     } else {
         table_init(&d.rows, kb_samples_cols, kb_samples_ncols);
+        done_init(&done, samples.n, cfg.n_cells);
     }
     if (o->resume && !o->force && file_exists(runjson) && run_finished(out, runjson, &cfg, o, &done, todo)) {
         fprintf(stderr, "kvbench sweep: %s has finished (run.json: done, %ld rows): nothing to resume, "
@@ -1044,11 +1047,7 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
         if (o->shard_n > 1 && i % o->shard_n != o->shard_i) continue;
         const kb_sample *s = &samples.v[i];
         int pending = 0;
-        for (int c = 0; c < cfg.n_cells; c++) {
-            char k[256];
-            cell_key(k, sizeof k, i, cfg.cells[c].p.label, cfg.cells[c].p.budget);
-            pending += !done_has(&done, k);
-        }
+        for (int c = 0; c < cfg.n_cells; c++) pending += !done_has(&done, i, c);
         if (!pending) {
             units += cfg.n_cells;
             progress_update(&pg, units, s->id);
@@ -1061,9 +1060,7 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
         if ((rc = prepare_sample(&d, s, &sp, err))) break;
         for (int c = 0; c < cfg.n_cells && !rc; c++) {
             const kb_cell *cell = &cfg.cells[c];
-            char k[256];
-            cell_key(k, sizeof k, i, cell->p.label, cell->p.budget);
-            if (!done_has(&done, k)) {
+            if (!done_has(&done, i, c)) {
                 if (o->reprefill && c > 0) {
                     tokens_free(&sp.first);
                     if ((rc = prepare_sample(&d, s, &sp, err))) break;
