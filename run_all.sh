@@ -12,7 +12,8 @@
 #                                the RULER, LongBench and SCBench files under data/
 #                                (docs/DATASETS.md)
 # Options: --out DIR (default results/run_all[_quick|_full] in the checkout; a relative DIR
-# is taken from the directory run_all.sh is started in, as is --model PATH), --threads N.
+# is taken from the directory run_all.sh is started in, as are --model PATH and
+# $KVBENCH_MODEL), --threads N; each at most once. One run_all.sh at a time per DIR.
 # Every config is checked first (`kvbench sweep --dry-run`: model, data, options), so a
 # missing file stops the run before any sweep. A sweep already in DIR is resumed
 # (`kvbench sweep --resume`): a killed one is continued, a finished one left as it is, and
@@ -27,13 +28,15 @@ fail() { echo "run_all.sh: $*" >&2; exit 2; }
 # a path given relative to where run_all.sh was started
 abspath() { if [[ $1 == /* ]]; then printf '%s' "$1"; else printf '%s/%s' "$PWD" "$1"; fi; }
 
-mode=default model="" out="" threads=()
+mode=default model="" out="" threads=() seen=" "
 while (($#)); do
   case $1 in
     --quick) mode=quick ;;
     --full) mode=full ;;
     --model|--out|--threads)
       (($# >= 2)) && [[ -n $2 ]] || fail "$1 needs a value (see --help)"
+      [[ $seen == *" $1 "* ]] && fail "$1 given twice (the last would silently replace the first): give it once"
+      seen+="$1 "
       case $1 in
         --model) model=$2
                  [[ $model == synthetic:* ]] && fail "--model $model: a sweep needs a GGUF file with a tokenizer"
@@ -54,6 +57,10 @@ if [[ $mode == full && -z $model ]]; then
   fail "--full needs --model PATH (a llama-arch GGUF, e.g. Llama-3.1-8B-Instruct)"
 fi
 [[ -n $out && -e $out && ! -d $out ]] && fail "--out $out is not a directory"
+# $KVBENCH_MODEL (the model without --model) from the starting directory too
+if [[ -n ${KVBENCH_MODEL:-} && $KVBENCH_MODEL != synthetic:* ]]; then
+  export KVBENCH_MODEL=$(abspath "$KVBENCH_MODEL")
+fi
 cd "$(dirname "$(readlink -f "$0")")"
 
 say() { printf '\n== %s\n' "$*" >&2; }
@@ -92,6 +99,9 @@ for cfg in "${configs[@]}"; do
 done
 ((${#bad[@]} == 0)) || fail "${bad[*]} cannot run (above); nothing was run"
 mkdir -p "$out"
+# one run_all.sh per output directory: a second would remove the first one's speed.new
+exec 9<"$out"
+flock -n 9 || fail "another run_all.sh is writing $out: wait for it, or give another --out"
 start=$(date +%s)
 
 for cfg in "${configs[@]}"; do

@@ -17,7 +17,6 @@ need=(
   "cmd:gcc gcc"
   "cmd:make make"
   "cmd:python3 python3"
-  "py:pip python3-pip"
   "/usr/share/games/fortunes/fortunes fortunes-min"
   "/usr/share/wordnet/index.noun wordnet-base"
   "/usr/share/dict/american-english wamerican"
@@ -27,24 +26,24 @@ for entry in "${need[@]}"; do
   what=${entry% *}; pkg=${entry##* }
   if [[ $what == cmd:* ]]; then
     command -v "${what#cmd:}" >/dev/null 2>&1 || missing+=("$pkg")
-  elif [[ $what == py:* ]]; then
-    python3 -c "import ${what#py:}" >/dev/null 2>&1 || missing+=("$pkg")
   else
     [[ -e $what ]] || missing+=("$pkg")
   fi
 done
-if ((${#missing[@]})); then
+# Debian packages: installed as root, else named (exit 2)
+apt_install() {
   if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
-    echo "deps: installing Debian packages: ${missing[*]}" >&2
+    echo "deps: installing Debian packages: $*" >&2
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq >/dev/null
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    apt-get install -y -qq --no-install-recommends "$@" >/dev/null
   else
-    echo "deps: missing Debian packages: ${missing[*]}" >&2
-    echo "deps: install them with: sudo apt-get install ${missing[*]}" >&2
+    echo "deps: missing Debian packages: $*" >&2
+    echo "deps: install them with: sudo apt-get install $*" >&2
     exit 2
   fi
-fi
+}
+if ((${#missing[@]})); then apt_install "${missing[@]}"; fi
 
 py_missing=()
 python3 -c 'import numpy' 2>/dev/null || py_missing+=(numpy)
@@ -58,6 +57,8 @@ python3 -c 'import rouge_score' 2>/dev/null || py_missing+=(rouge_score)  # metr
 python3 -c 'import nltk' 2>/dev/null || py_missing+=(nltk)  # metric reference (BLEU)
 python3 -c 'import jinja2' 2>/dev/null || py_missing+=(jinja2)  # chat template reference
 if ((${#py_missing[@]})); then
+  # pip only when something is to be installed (a machine with every package needs none)
+  python3 -c 'import pip' 2>/dev/null || apt_install python3-pip
   echo "deps: installing Python test packages: ${py_missing[*]}" >&2
   pip_flags=(--quiet --disable-pip-version-check)
   # Debian's system Python refuses plain pip installs (PEP 668).

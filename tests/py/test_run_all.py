@@ -2,6 +2,7 @@
 option values (exit 2 before the set-up runs) and the check of every config
 with `kvbench sweep --dry-run` (exit 2 before the output directory is made).
 A whole run takes minutes and is checked by hand (docs/RELIABILITY.md)."""
+import fcntl
 import os
 import subprocess
 
@@ -26,6 +27,8 @@ def run_all(*args, cwd, env=None, timeout=600):
     (["--model", "synthetic:smollm2-135m"], "a sweep needs a GGUF file with a tokenizer"),
     (["--full"], "--full needs --model PATH"),
     (["--bogus"], "unknown option '--bogus'"),
+    (["--out", "a", "--out", "b"], "--out given twice"),
+    (["--threads", "1", "--threads", "2"], "--threads given twice"),
 ])
 def test_bad_options(tmp_path, args, msg):
     """exit 2 naming the option, before the set-up (packages, build, model);
@@ -65,3 +68,42 @@ def test_every_config_checked_before_any_sweep(kvbench_bin, tiny_llama, tmp_path
     assert not (tmp_path / "o").exists() and not os.path.exists(os.path.join(ROOT, "o"))
     # the model was found where run_all.sh was started: the refusal is about the plan, not the path
     assert "m.gguf: cannot open" not in p.stderr and "does not fit the model context 2048" in p.stderr, p.stderr
+
+
+def _checkout_build(kvbench_bin):
+    if os.path.realpath(kvbench_bin) != os.path.join(ROOT, "build", "kvbench"):
+        pytest.skip("run_all.sh runs the checkout's build/kvbench")
+
+
+def test_kvbench_model_from_the_starting_directory(kvbench_bin, tiny_llama, tmp_path):
+    """A relative $KVBENCH_MODEL is read from where run_all.sh starts, as
+    --model is (before, from the checkout: "m.gguf: cannot open"). The tiny
+    model's 512-token context refuses quick.json's plan in the check before
+    any sweep, which shows that the file was found and read."""
+    _checkout_build(kvbench_bin)
+    os.symlink(tiny_llama(n_ctx=512), tmp_path / "m.gguf")
+    p = run_all("--quick", "--out", "o", cwd=tmp_path, env={**os.environ, "KVBENCH_MODEL": "m.gguf"})
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert "model: " + str(tmp_path / "m.gguf") in p.stderr, p.stderr
+    # a refusal of the plan (its lengths), which needs the model's tokenizer: not of the path
+    assert "cannot open" not in p.stderr and "configs/quick.json: tasks[" in p.stderr, p.stderr
+    assert "configs/quick.json cannot run (above); nothing was run" in p.stderr, p.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_one_run_all_per_output_directory(kvbench_bin, model_file, tmp_path):
+    """While a run_all.sh writes DIR (a lock on DIR, held here), a second one
+    is refused before its first sweep (exit 2): it would remove the first
+    one's speed.new."""
+    _checkout_build(kvbench_bin)
+    out = tmp_path / "o"
+    out.mkdir()
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        p = run_all("--quick", "--out", out, cwd=tmp_path)
+    finally:
+        os.close(fd)
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert "another run_all.sh is writing " + str(out) in p.stderr and "== sweep" not in p.stderr, p.stderr
+    assert os.listdir(out) == []
