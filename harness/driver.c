@@ -1024,7 +1024,10 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
     }
     if (o->resume && !o->force && file_exists(runjson) && run_finished(out, runjson, &cfg, o, &done, todo)) {
         fprintf(stderr, "kvbench sweep: %s has finished (run.json: done, %ld rows): nothing to resume, "
-                "nothing rewritten\n", out, (long)d.rows.nrow);
+                "nothing rewritten%s\n", out, (long)d.rows.nrow,
+                o->dump_trace_layer >= 0 ? "; --dump-trace writes traces of the cells a run runs, so none "
+                                           "(a new run, without --resume, traces every sample)"
+                                         : "");
         goto done_rows;
     }
     /* the sessions before this one (also one that wrote no row) */

@@ -217,6 +217,10 @@ def test_resume_of_a_finished_run_changes_nothing(kvbench_bin, tiny, tmp_path):
     assert p.returncode == 0, p.stderr
     assert "has finished" in p.stderr and "nothing to resume" in p.stderr, p.stderr
     assert snapshot() == before
+    # --dump-trace asks for what such a resume cannot give: it says so (and still writes nothing)
+    p = sweep(kvbench_bin, cfg, out, tiny, "--resume", "--dump-trace", "0")
+    assert p.returncode == 0 and "--dump-trace writes traces of the cells a run runs, so none" in p.stderr, p.stderr
+    assert snapshot() == before
     want = rows(out / "samples.csv")
     # a missing table, or run.json not done: the resume does its work again
     for damage in ("summary.csv", "latency.csv", "status"):
