@@ -140,6 +140,20 @@ static void test_malformed(void) {
     CHECK(strstr(e.msg, "cannot open") != NULL);
 }
 
+/* Writes meta.json of trace directory td with `json`, then trace_read must
+ * refuse the trace with a message containing `needle`. */
+static void meta_refused(const char *td, const char *json, const char *needle) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/meta.json", td);
+    FILE *f = fopen(path, "w");
+    fputs(json, f);
+    fclose(f);
+    kb_trace r;
+    kb_err e = {0};
+    CHECK_EQ_INT(trace_read(td, &r, &e), KB_EINPUT);
+    CHECK_MSG(strstr(e.msg, needle), "%s: %s", json, e.msg);
+}
+
 static void test_trace(void) {
     int Hq = 4, Hkv = 2, D = 8, L = 20, W = 6;
     kb_kvstream kv[2];
@@ -213,43 +227,22 @@ static void test_trace(void) {
     CHECK_MSG(strstr(e.msg, "knew.npy: shape (4, 4, 8) does not match q.npy: N is 3 there, 4 here"), "%s", e.msg);
     CHECK_EQ_INT(trace_write(td, &t, &e), 0);
     snprintf(path, sizeof path, "%s/meta.json", td);
-    FILE *f = fopen(path, "w");
-    fputs("{\"max_new\": 7}", f);
-    fclose(f);
-    CHECK_EQ_INT(trace_read(td, &r, &e), KB_EINPUT);
-    CHECK_MSG(strstr(e.msg, "meta.json: missing required key 'S'"), "%s", e.msg);
-    f = fopen(path, "w"); /* an older trace's: no kv_dtype, no origin */
+    meta_refused(td, "{\"max_new\": 7}", "meta.json: missing required key 'S'");
+    FILE *f = fopen(path, "w"); /* an older trace's: no kv_dtype, no origin */
     fputs("{\"max_new\": 7, \"S\": 27, \"layer\": 3}", f);
     fclose(f);
     CHECK_EQ_INT(trace_read(td, &r, &e), 0);
     CHECK(r.origin == NULL && r.kv_dtype == -1 && r.n_layers == 0);
     trace_free(&r);
     /* the traced layer is one of the model's (model.layers, since 2026-12-05) */
-    f = fopen(path, "w");
-    fputs("{\"max_new\": 7, \"S\": 27, \"layer\": 3, \"model\": {\"name\": \"m\", \"sha256\": \"x\", \"layers\": 3}}", f);
-    fclose(f);
-    CHECK_EQ_INT(trace_read(td, &r, &e), KB_EINPUT);
-    CHECK_MSG(strstr(e.msg, "meta.json: key 'layer': 3, but the model has layers 0..2"), "%s", e.msg);
-    f = fopen(path, "w");
-    fputs("{\"max_new\": 7, \"S\": 27, \"model\": {\"name\": \"m\", \"sha256\": \"x\", \"layers\": 0}}", f);
-    fclose(f);
-    CHECK_EQ_INT(trace_read(td, &r, &e), KB_EINPUT);
-    CHECK_MSG(strstr(e.msg, "key 'model': key 'layers': expected an integer in [1, "), "%s", e.msg);
-    f = fopen(path, "w");
-    fputs("{\"max_new\": 7, \"S\": 27, \"model\": {\"name\": \"m\", \"sha256\": \"x\", \"size\": 1}}", f);
-    fclose(f);
-    CHECK_EQ_INT(trace_read(td, &r, &e), KB_EINPUT);
-    CHECK_MSG(strstr(e.msg, "meta.json: key 'model': unknown key 'size'"), "%s", e.msg);
-    f = fopen(path, "w");
-    fputs("{\"max_new\": 7, \"S\": -3}", f);
-    fclose(f);
-    CHECK_EQ_INT(trace_read(td, &r, &e), KB_EINPUT);
-    CHECK_MSG(strstr(e.msg, "key 'S': expected an integer in [1, "), "%s", e.msg);
-    f = fopen(path, "w");
-    fputs("{\"max_new\": 7, ", f);
-    fclose(f);
-    CHECK_EQ_INT(trace_read(td, &r, &e), KB_EINPUT);
-    CHECK_MSG(strstr(e.msg, "meta.json:1:") != NULL, "%s", e.msg);
+    meta_refused(td, "{\"max_new\": 7, \"S\": 27, \"layer\": 3, \"model\": {\"name\": \"m\", \"sha256\": \"x\", \"layers\": 3}}",
+                 "meta.json: key 'layer': 3, but the model has layers 0..2");
+    meta_refused(td, "{\"max_new\": 7, \"S\": 27, \"model\": {\"name\": \"m\", \"sha256\": \"x\", \"layers\": 0}}",
+                 "key 'model': key 'layers': expected an integer in [1, ");
+    meta_refused(td, "{\"max_new\": 7, \"S\": 27, \"model\": {\"name\": \"m\", \"sha256\": \"x\", \"size\": 1}}",
+                 "meta.json: key 'model': unknown key 'size'");
+    meta_refused(td, "{\"max_new\": 7, \"S\": -3}", "key 'S': expected an integer in [1, ");
+    meta_refused(td, "{\"max_new\": 7, ", "meta.json:1:");
     snprintf(path, sizeof path, "%s/q.npy", td);
     unlink(path);
     CHECK_EQ_INT(trace_read(td, &r, &e), KB_EINPUT);
