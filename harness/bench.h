@@ -47,6 +47,9 @@ int bench_latency(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_er
 extern const char *const kb_latency_cols[];
 extern const int kb_latency_ncols;
 
+/* The distinct values of in[0..n), in first-seen order, into out (NULL:
+ * only counted); returns how many (the contexts a latency part measures). */
+int bench_distinct(const int *in, int n, int *out);
 /* Median of v[0..n) (sorts v). */
 double bench_median(double *v, int n);
 /* The context a latency cell of `ctx` tokens decodes from, with `decode`

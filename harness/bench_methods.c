@@ -806,6 +806,17 @@ static void clean_stale_snapshots(const char *dir) {
     closedir(d);
 }
 
+int bench_distinct(const int *in, int n, int *out) {
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        int dup = 0;
+        for (int k = 0; k < i && !dup; k++) dup = in[k] == in[i];
+        if (!dup && out) out[m] = in[i];
+        m += !dup;
+    }
+    return m;
+}
+
 static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_err *err);
 
 /* What bench methods' --out may hold (under its lock, before anything is
@@ -858,12 +869,7 @@ int bench_latency(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_er
 
 static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_cells, kb_err *err) {
     if (o->out_dir) clean_stale_snapshots(o->out_dir);
-    int ctx[KB_LAT_MAX_CTX], nctx = 0;
-    for (int i = 0; i < o->n_contexts; i++) {
-        int dup = 0;
-        for (int k = 0; k < nctx; k++) dup |= ctx[k] == o->contexts[i];
-        if (!dup) ctx[nctx++] = o->contexts[i];
-    }
+    int ctx[KB_LAT_MAX_CTX], nctx = bench_distinct(o->contexts, o->n_contexts, ctx);
     /* the largest context first: a context that does not fit fails before any output */
     qsort(ctx, (size_t)nctx, sizeof *ctx, cmp_int_desc);
     kb_fill fill = o->fill;

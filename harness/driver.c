@@ -459,24 +459,13 @@ static int file_exists(const char *p) {
     return stat(p, &st) == 0;
 }
 
-/* The latency part's distinct contexts. */
-static int latency_n_contexts(const kb_sweep_config *cfg) {
-    int nctx = 0;
-    for (int i = 0; i < cfg->latency.n_contexts; i++) {
-        int dup = 0;
-        for (int k = 0; k < i; k++) dup |= cfg->latency.contexts[k] == cfg->latency.contexts[i];
-        nctx += !dup;
-    }
-    return nctx;
-}
-
 /* A latency part's latency.csv in out has every row (each distinct context x
  * each cell): a resume keeps it. */
 static int latency_complete(const char *out, const kb_sweep_config *cfg) {
     char lpath[1200];
     snprintf(lpath, sizeof lpath, "%s/latency.csv", out);
     if (!file_exists(lpath)) return 0;
-    int nctx = latency_n_contexts(cfg);
+    int nctx = bench_distinct(cfg->latency.contexts, cfg->latency.n_contexts, NULL);
     kb_table lt;
     kb_err e = {0};
     if (table_read_csv(lpath, kb_latency_cols, kb_latency_ncols, &lt, &e)) return 0;
@@ -1112,7 +1101,7 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
             lo.fill = KB_FILL_AUTO;
             lo.out_dir = out;
             fprintf(stderr, "kvbench sweep: latency part: %d cells x %d contexts\n", cfg.n_cells,
-                    latency_n_contexts(&cfg));
+                    bench_distinct(cfg.latency.contexts, cfg.latency.n_contexts, NULL));
             rc = bench_latency(&lo, cfg.cells, cfg.n_cells, err);
             if (stop_signal()) rc = 130;
             else if (rc) kb_err_prefix(err, "latency part");
