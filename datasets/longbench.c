@@ -8,6 +8,8 @@
  * the context is middle-truncated to max_len tokens (first and last halves).
  *
  * Config keys: dir, subtasks, limit, e, max_len, prompts. */
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +96,17 @@ static int lb_line(const cJSON *obj, long lineno, void *ctx, kb_err *err) {
         return kb_fail(err, KB_EINPUT, "key 'all_classes': %s needs the class list",
                        c->sp->name);
     if (cJSON_IsString(id) && ds_id_check(id->valuestring, "_id", err)) return KB_EINPUT;
+    /* the context's length in words (LongBench-E's buckets), an integer where
+     * given: 1e300 used to become INT_MIN in samples.csv, 3.7 became 3 */
+    if (ln && !cJSON_IsNull(ln) &&
+        (!cJSON_IsNumber(ln) || !(ln->valuedouble >= 0 && ln->valuedouble <= INT_MAX) ||
+         ln->valuedouble != floor(ln->valuedouble)))
+        return cJSON_IsNumber(ln)
+                   ? kb_fail(err, KB_EINPUT, "key 'length': expected null or an integer in [0, "
+                                             "%d] (the context's length in words), got %g",
+                             INT_MAX, ln->valuedouble)
+                   : kb_fail(err, KB_EINPUT, "key 'length': expected null or an integer in [0, "
+                                             "%d] (the context's length in words)", INT_MAX);
     tpl_var v[] = {{"context", cx->valuestring}, {"input", in->valuestring}};
     char *prompt;
     int rc = tpl_format(c->tmpl, v, 2, c->tmpl_where, &prompt, err);
@@ -105,7 +118,7 @@ static int lb_line(const cJSON *obj, long lineno, void *ctx, kb_err *err) {
     else
         snprintf(s->id, sizeof s->id, "line%ld", lineno);
     s->chat = c->sp->chat;
-    if (cJSON_IsNumber(ln)) s->context_words = (int)ln->valuedouble;
+    if (cJSON_IsNumber(ln)) s->context_words = (int)ln->valuedouble; /* checked above */
     long budget = c->max_len ? c->max_len
                   : c->env->n_ctx > 0 ? c->env->n_ctx - c->max_new - CHAT_ALLOWANCE
                                       : 0;
@@ -191,7 +204,7 @@ static int lb_generate(const cJSON *cfg, const kb_dataset_env *env, kb_sample_li
 
     /* the prompt and max-length tables */
     cJSON *d2p = NULL, *d2m = NULL, *mine_root;
-    char psrc[1100] = "";
+    char psrc[1100] = "", msrc[1100] = ""; /* where the prompts and the max lengths are */
     ds_wording wf = {0};
     if (!strcmp(prompts, "official")) {
         static const char *const cands[] = {"config/", "LongBench/config/", ""};
@@ -204,6 +217,7 @@ static int lb_generate(const cJSON *cfg, const kb_dataset_env *env, kb_sample_li
             (rc = json_load_file(p1, &d2p, err)) || (rc = json_load_file(p2, &d2m, err)))
             goto out;
         snprintf(psrc, sizeof psrc, "%s", p1);
+        snprintf(msrc, sizeof msrc, "%s", p2);
     } else if (!strcmp(prompts, "kvbench")) {
         cJSON *none = cJSON_CreateObject(); /* no "prompts" path: the default file */
         rc = wording_load(none, env, "longbench", &wf, err);
@@ -213,6 +227,7 @@ static int lb_generate(const cJSON *cfg, const kb_dataset_env *env, kb_sample_li
         d2p = cJSON_DetachItemFromObjectCaseSensitive(mine_root, "dataset2prompt");
         d2m = cJSON_DetachItemFromObjectCaseSensitive(mine_root, "dataset2maxlen");
         snprintf(psrc, sizeof psrc, "%s", wf.path);
+        snprintf(msrc, sizeof msrc, "%s", wf.path);
     } else {
         rc = kb_fail(err, KB_EINPUT, "task config: key 'prompts': expected \"official\" or "
                                      "\"kvbench\", got \"%s\"", prompts);
@@ -238,13 +253,17 @@ static int lb_generate(const cJSON *cfg, const kb_dataset_env *env, kb_sample_li
         snprintf(c.prompt_src, sizeof c.prompt_src, "%s", psrc);
         const cJSON *pt = cJSON_GetObjectItemCaseSensitive(d2p, sp->name);
         const cJSON *ml = cJSON_GetObjectItemCaseSensitive(d2m, sp->name);
-        if (!cJSON_IsString(pt) || !cJSON_IsNumber(ml) || ml->valuedouble < 1) {
-            rc = kb_fail(err, KB_EINPUT, "%s: no prompt (string) and max length (positive "
-                                         "number) for task '%s'", psrc, sp->name);
+        if (!cJSON_IsString(pt) || !ml) {
+            rc = kb_fail(err, KB_EINPUT, "%s: no prompt (string) and max length for task '%s'",
+                         !cJSON_IsString(pt) ? psrc : msrc, sp->name);
             break;
         }
+        /* the tokens to generate: an integer, in the range every task's max_new
+         * takes (1e300 used to become INT_MIN, 2.5 became 2) */
+        long max_new;
+        if ((rc = json_as_int(ml, msrc, sp->name, 1, 1 << 16, &max_new, err))) break;
         c.tmpl = pt->valuestring;
-        c.max_new = (int)ml->valuedouble;
+        c.max_new = (int)max_new;
         snprintf(c.tmpl_where, sizeof c.tmpl_where, "%s: %s", psrc, sp->name);
         static const char *const dcands[] = {"data/", "", "LongBench/data/"};
         char fname[128];

@@ -525,6 +525,44 @@ def test_longbench_e_subtasks_limit_and_default_budget(tmp_path):
     assert rows[2]["truncate_to"] == 4096 - 64 - 64
 
 
+def test_longbench_numbers_must_be_integers_in_range(tmp_path):
+    """A data line's "length" and dataset2maxlen.json's max new tokens are
+    integers (LongBench's own files hold only integers). Until 2026-12-06 a
+    number out of int's range was cast to int (undefined; here INT_MIN: a
+    context_words of -2147483648 and a max_new of -2147483648 went on) and
+    2.5 became 2; now exit 2 naming the file, the line or key and the range.
+    Integers at the ends of the ranges are taken as given."""
+    import shutil
+    lb = tmp_path / "lb"
+    shutil.copytree(os.path.join(FIX, "longbench"), lb)
+    data = [json.loads(ln) for ln in open(lb / "data" / "qasper.jsonl")][:2]
+    maxlen = json.load(open(lb / "config" / "dataset2maxlen.json"))
+
+    def write(length, trec_max):
+        data[1]["length"] = length
+        with open(lb / "data" / "qasper.jsonl", "w") as f:
+            f.writelines(json.dumps(d) + "\n" for d in data)
+        (lb / "config" / "dataset2maxlen.json").write_text(json.dumps(dict(maxlen, trec=trec_max)))
+        return run([{"task": "longbench", "dir": str(lb), "subtasks": ["qasper", "trec"]}], tmp_path,
+                   "--counter", "bytes4")
+
+    for length, trec_max in ((0, 1), (2147483647, 65536), (None, 32)):
+        r = write(length, trec_max)
+        assert r.returncode == 0, r.stderr
+        rows = [json.loads(x) for x in r.stdout.splitlines()]
+        words = [s["context_words"] for s in rows if s["task"] == "longbench_qasper"]
+        assert words == [data[0]["length"], -1 if length is None else length]
+        assert {t["max_new"] for s in rows if s["task"] == "longbench_trec" for t in s["turns"]} == {trec_max}
+    for length in (1e300, -5, 3.7, "60", 2147483648):
+        r = write(length, 32)
+        assert r.returncode == 2 and "qasper.jsonl:2: key 'length': expected null or an integer" in r.stderr, \
+            (length, r.stderr)
+    for trec_max in (1e300, 2.5, 0, 65537, "64"):
+        r = write(60, trec_max)
+        assert r.returncode == 2, (trec_max, r.stderr)
+        assert "dataset2maxlen.json: key 'trec': expected an integer in [1, 65536]" in r.stderr, r.stderr
+
+
 def test_long_strings_are_refused_not_cut(tmp_path):
     """A string kvbench keeps in a fixed buffer is never cut short where the cut
     would change what it means (until 2026-12-05 each of these was cut):
