@@ -175,17 +175,23 @@ int cmd_merge(int argc, char **argv) {
     int *sidx = KB_CALLOC((size_t)ns, sizeof *sidx); /* shard i is sidx[i]/N */
     for (int i = 0; i < ns && !rc; i++) {
         int si, sn;
+        long ns_i;
         snprintf(path, sizeof path, "%s/run.json", argv[2 + i]);
         const cJSON *ds = field(field(runs[i], "data"), "samples");
         if (parse_shard(field(runs[i], "shard"), &si, &sn))
             rc = kb_fail(&err, KB_EINPUT, "%s: key 'shard' is not \"I/N\" with 0 <= I < N", path);
         else if (i > 0 && sn != N)
             rc = kb_fail(&err, KB_EINPUT, "%s: shard %d/%d, but %s is of %d shards", path, si, sn, argv[2], N);
-        else if (!cJSON_IsNumber(ds) || ds->valuedouble < 0 || (i > 0 && (long)ds->valuedouble != n_samples))
-            rc = kb_fail(&err, KB_EINPUT, "%s: key 'data.samples' is missing or differs from %s", path, argv[2]);
+        /* an integer before any cast (1e300 was cast to long: undefined, then a
+         * message about seq ranges; 2.5 was taken as 2) */
+        else if (json_as_int(ds, path, "data.samples", 0, INT_MAX, &ns_i, &err))
+            rc = KB_EINPUT;
+        else if (i > 0 && ns_i != n_samples)
+            rc = kb_fail(&err, KB_EINPUT, "%s: key 'data.samples' is %ld, but %ld in %s", path, ns_i,
+                         n_samples, argv[2]);
         if (rc) break;
         N = sn;
-        n_samples = (long)ds->valuedouble;
+        n_samples = ns_i;
         if (si == 0) zero = i;
         sidx[i] = si;
         snprintf(path, sizeof path, "%s/samples.csv", argv[2 + i]);

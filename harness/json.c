@@ -309,6 +309,7 @@ int json_check_keys(const cJSON *obj, const char *where, const char *const *allo
 }
 
 static const char *type_name(const cJSON *v) {
+    if (!v) return "nothing (the key is missing)";
     if (cJSON_IsString(v)) return "a string";
     if (cJSON_IsNumber(v)) return "a number";
     if (cJSON_IsBool(v)) return "a boolean";

@@ -145,6 +145,47 @@ def test_merged_run_json_is_true_whatever_the_shard_order(kvbench_bin, tiny, tmp
     assert merged[0] == merged[1]
 
 
+def test_merge_checks_each_shards_sample_count(kvbench_bin, tiny, tmp_path):
+    """run.json's data.samples is an integer (the plan's sample count, the
+    same in every shard). Before 2026-12-06 merge cast the number to long
+    before any range check: 1e300 (undefined) gave a message about seq
+    ranges ending in -9223372036854775808, and 2.5 was merged as 2."""
+    cfg = tmp_path / "g.json"
+    cfg.write_text(json.dumps({"name": "g", "seed": 3, "methods": ["full"], "budgets": [32],
+                               "tasks": [{"task": "needle", "words": [60], "depths": [0.0, 1.0],
+                                          "per_cell": 1, "max_new": 4}]}))
+    shards = [tmp_path / "s0", tmp_path / "s1"]
+    for i, d in enumerate(shards):
+        p = run(kvbench_bin, "sweep", cfg, "--out", d, "-m", tiny, "--shard", f"{i}/2", timeout=300)
+        assert p.returncode == 0, p.stderr
+    good = [(d / "run.json").read_text() for d in shards]
+    assert all(json.loads(g)["data"]["samples"] == 2 for g in good)
+
+    def set_samples(i, value):
+        rj = json.loads(good[i])
+        if value is None:
+            del rj["data"]["samples"]
+        else:
+            rj["data"]["samples"] = value
+        (shards[i] / "run.json").write_text(json.dumps(rj))
+
+    for value, got in ((1e300, "got 1e+300"), (2.5, "got 2.5"), (-1, "got -1"), ("2", "got a string"),
+                       (None, "got nothing")):
+        set_samples(0, value)
+        set_samples(1, value)
+        out = tmp_path / "m"
+        refused(run(kvbench_bin, "merge", out, *shards),
+                f"s0/run.json: key 'data.samples': expected an integer in [0, 2147483647], {got}")
+        assert not out.exists()
+    set_samples(0, 2)
+    set_samples(1, 3)
+    refused(run(kvbench_bin, "merge", tmp_path / "m", *shards), "s1/run.json: key 'data.samples' is 3, but 2 in")
+    set_samples(1, 2)
+    p = run(kvbench_bin, "merge", tmp_path / "m", *shards)
+    assert p.returncode == 0, p.stderr
+    assert json.load(open(tmp_path / "m" / "run.json"))["data"]["samples"] == 2
+
+
 def test_tokenize_refuses_options_outside_their_mode(kvbench_bin, model_file, tmp_path):
     """Options tokenize cannot act on in the mode given: exit 2 naming the
     option and the mode, nothing on stdout (docs/TOKENIZER.md). Before, each
