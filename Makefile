@@ -3,6 +3,7 @@
 #   test           install what is missing, fetch the default model, build, run every test
 #   check          build and run the tests only (no installs, no download)
 #   sanitize       the test suite under AddressSanitizer + UndefinedBehaviorSanitizer
+#                  (and float-cast-overflow, which gcc's -fsanitize=undefined leaves out)
 #   tsan           the test suite under ThreadSanitizer (clang, LLVM's OpenMP; not in CI)
 #   model          fetch the default model into models/ (idempotent, sha256-checked)
 #   deps           install missing Debian/PyPI packages (apt-get only as root)
@@ -87,7 +88,7 @@ check: all tests
 
 sanitize:
 	@$(MAKE) --no-print-directory BUILD=build-san OPT="-O1 -march=native" \
-	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	  SAN="-fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer -fno-sanitize-recover=undefined,float-cast-overflow" \
 	  -j$(JOBS) check
 
 # ThreadSanitizer needs an OpenMP runtime it can see through: clang with LLVM's

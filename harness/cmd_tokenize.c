@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,7 +109,7 @@ static int decode_json_ids(const cJSON *j, int n_vocab, int32_t **ids, int *n, c
     const cJSON *e;
     cJSON_ArrayForEach(e, arr) {
         double d = cJSON_IsNumber(e) ? e->valuedouble : -1;
-        if (!cJSON_IsNumber(e) || d != (double)(long)d || d < 0 || d >= n_vocab) {
+        if (!cJSON_IsNumber(e) || !(d >= 0 && d < n_vocab) || d != floor(d)) { /* range before any cast */
             snprintf(why, why_n, "ids[%d]: expected an integer token id in [0, %d)", i, n_vocab);
             free(v);
             return 2;

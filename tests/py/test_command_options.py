@@ -209,6 +209,21 @@ def test_tokenize_refuses_options_outside_their_mode(kvbench_bin, model_file, tm
         assert p.returncode == 0 and p.stdout, (args, p.stderr)
 
 
+def test_tokenize_decode_refuses_ids_outside_the_vocabulary(kvbench_bin, model_file, tmp_path):
+    """--decode --jsonl: each id an integer in [0, n_vocab) (SmolLM2: 49152),
+    else exit 2 naming the line and the element, nothing on stdout. 1e300
+    was cast to long before the range check (undefined behaviour, caught by
+    make sanitize's float-cast-overflow check since 2026-12-06)."""
+    for bad in ("1e300", "-1e300", "-1", "1.5", "49152", '"7"', "null"):
+        f = tmp_path / "ids.jsonl"
+        f.write_text("[1, 2]\n{\"ids\": [3, %s]}\n" % bad)
+        refused(run(kvbench_bin, "tokenize", "-m", model_file, "--decode", "--jsonl", f),
+                "ids.jsonl:2", "ids[1]: expected an integer token id in [0, 49152)")
+    f.write_text("[0, 49151]\n")
+    p = run(kvbench_bin, "tokenize", "-m", model_file, "--decode", "--jsonl", f)
+    assert p.returncode == 0 and p.stdout, p.stderr
+
+
 def test_tokenize_time_counts_the_bytes(kvbench_bin, model_file):
     """--time's byte count in every mode (docs/TOKENIZER.md): the text encoded,
     the text decoded, the rendered conversation (ChatML's first turn, from the
