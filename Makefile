@@ -43,7 +43,14 @@ MODEL_FILE := models/SmolLM2-135M-Instruct.Q4_1.gguf
 
 all: $(BUILD)/kvbench
 
-$(BUILD)/obj/%.o: %.c
+# The compiler and its flags: every object is rebuilt when they change (a `make sanitize`
+# whose sanitizer list changed used to relink objects built with the old one).
+BUILD_FLAGS := $(CC) $(CFLAGS) $(LDLIBS)
+$(BUILD)/flags: FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(BUILD_FLAGS)' | cmp -s - $@ || echo '$(BUILD_FLAGS)' > $@
+
+$(BUILD)/obj/%.o: %.c $(BUILD)/flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
@@ -65,7 +72,7 @@ $(BUILD)/kvbench: $(BUILD)/obj/harness/main.o $(BUILD)/libkvbench.a
 # the tests' shared support code is compiled once, not into every test binary
 $(TEST_SUPPORT_OBJ): CFLAGS += -Itests/unit
 
-$(BUILD)/tests/%: tests/unit/%.c $(TEST_SUPPORT_OBJ) $(BUILD)/libkvbench.a
+$(BUILD)/tests/%: tests/unit/%.c $(TEST_SUPPORT_OBJ) $(BUILD)/libkvbench.a $(BUILD)/flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -Itests/unit $< $(TEST_SUPPORT_OBJ) $(BUILD)/libkvbench.a -o $@ $(LDLIBS)
 
