@@ -102,6 +102,8 @@ def digit_cases(rng, n=110):
         ("0", ["-0"]), ("12345678901234567890", ["12345678901234567890"]),
         ("12345678901234567890", ["12345678901234567168"]), ("5", ["5.0"]), ("5", ["abc"]),
         ("١٢.٥", ["12.5"]), ("１２", ["12"]), ("7 then 8", ["8", "7"]),
+        # a float gold's exponent needs digits: "1e" and "1e+" are no numbers
+        ("1", ["1e"]), ("1", ["1e+"]),
     ]
     cases += [{"pred": p, "answers": a} for p, a in hand]
     while len(cases) < n:
@@ -126,6 +128,10 @@ def choice_cases(rng, n=110):
         ("The correct answer is \"A\"", ["Paris", "A"]), ("ABCD", ["Paris", "A"]),
         ("answer is:  B", ["London", "B"]), ("Answer: B", ["London", "B"]),
         ("my answer is... B", ["London", "B"]), ("\nC\n", ["Rome", "C"]),
+        # the prefixes are tried in order: "answer is:" before "answer:"
+        ("my answer: Rome. so the answer is: Paris", ["Paris", "A"]),
+        # one character after the prefix: the rest is "", which an empty option text starts
+        ("answer:x", ["", "B"]),
     ]
     cases += [{"pred": p, "answers": a} for p, a in hand]
     bits = ["The answer is", "answer is:", "answer:", "option is", "I think", "A", "B", "C",
@@ -200,7 +206,9 @@ def retrieval_cases(rng, n=110, marker="Paragraph "):
             ("Paragraph 3, Paragraph 4", [marker + "4"]), ("paragraph 03", [marker + "3"]),
             ("Paragraph 3", ["no marker here"]), ("Paragraph 3", [marker + "x 3"]),
             ("12", ["see " + marker + "12 and " + marker + "13"]),
-            ("13", ["see " + marker + "12 and " + marker + "13"])]
+            ("13", ["see " + marker + "12 and " + marker + "13"]),
+            # the first marker followed by digits names the paragraph
+            ("3", [marker + "x, " + marker + "3"])]
     cases += [{"pred": p, "answers": a} for p, a in hand]
     while len(cases) < n:
         gold = rng.randint(1, 30)
