@@ -250,6 +250,10 @@ def code_cases(rng, n=110):
     cases.append({"pred": long_a, "answers": [long_b]})
     cases.append({"pred": long_b, "answers": [long_a]})
     cases.append({"pred": " " * 250 + "x", "answers": [" " * 240 + "x"]})
+    # an answer of exactly 200 code points (autojunk starts at len(b) >= 200,
+    # and drops elements seen more than len(b) // 100 + 1 = 3 times; "0" is seen 3 times)
+    gold200 = ("    " + ", ".join(f"arg{i} = values[{i}]" for i in range(14)))[:200]
+    cases.append({"pred": gold200.replace("arg", "a")[:100], "answers": [gold200]})
     while len(cases) < n:
         gold = rng.choice(CODE_LINES)
         pred_lines = []
