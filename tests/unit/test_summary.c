@@ -167,6 +167,25 @@ int main(void) {
     write_samples(smp, rx, (int)(sizeof rx / sizeof rx[0]));
     check_speedups(smp, sum, "x", "32", 9.0 / 3, "x", "", 1.0);
 
+    /* one task: no ALL row ("when the run has more than one task",
+     * OUTPUTS.md); a row whose median decode ms/token is 0 (no decode step
+     * timed) has no speedup: 9 / 0 is not a speedup, so the field is empty
+     * ("not applicable"), not "inf" */
+    const row rz[] = {
+        {"one", "x", "0", "one", "full", "", "1", "9", NULL},
+        {"one", "x", "0", "one", "fast", "32", "1", "0", "snapkv"},
+    };
+    write_samples(smp, rz, (int)(sizeof rz / sizeof rz[0]));
+    CHECK_EQ_INT(summary_write(smp, sum, "full", &err), 0);
+    CHECK_EQ_INT(table_read_csv(sum, NULL, 0, &s, &err), 0);
+    CHECK(find(&s, "ALL", "all", "all", "full", "") < 0);
+    CHECK(find(&s, "ALL", "all", "all", "fast", "32") < 0);
+    CHECK_EQ_INT(s.nrow, 2);
+    r = find(&s, "one", "all", "all", "fast", "32");
+    CHECK(r >= 0);
+    if (r >= 0) CHECK_STREQ(table_get(&s, r, "speedup_vs_full"), "");
+    table_free(&s);
+
     unlink(smp);
     unlink(sum);
     rmdir(dir);
