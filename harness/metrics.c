@@ -464,24 +464,21 @@ static double mf_one(const ustr *pred, const char *gold) {
     size_t i = 0;
     while (i < pred->n && uni_decimal(pred->v[i]) < 0) i++;
     if (i == pred->n) return 0.0;
-    char num[512];
-    size_t o = 0;
     size_t j = i;
-    while (j < pred->n && uni_decimal(pred->v[j]) >= 0) {
-        if (o < sizeof num - 2) num[o++] = (char)('0' + uni_decimal(pred->v[j]));
-        j++;
-    }
+    while (j < pred->n && uni_decimal(pred->v[j]) >= 0) j++;
     if (j + 1 < pred->n && pred->v[j] == '.' && uni_decimal(pred->v[j + 1]) >= 0) {
-        if (o < sizeof num - 2) num[o++] = '.';
         j++;
-        while (j < pred->n && uni_decimal(pred->v[j]) >= 0) {
-            if (o < sizeof num - 2) num[o++] = (char)('0' + uni_decimal(pred->v[j]));
-            j++;
-        }
+        while (j < pred->n && uni_decimal(pred->v[j]) >= 0) j++;
     }
-    num[o] = 0;
-    if (o >= sizeof num - 2) return 0.0; /* absurdly long number: treated as no match */
-    double v = strtod(num, NULL);
+    /* the whole match, however long: float() of 600 digits with leading
+     * zeros, or of a long fraction, is a small number (a fixed 512-byte
+     * buffer used to score such a match 0) */
+    char *num = KB_MALLOC(j - i + 1);
+    for (size_t k = i; k < j; k++)
+        num[k - i] = pred->v[k] == '.' ? '.' : (char)('0' + uni_decimal(pred->v[k]));
+    num[j - i] = 0;
+    double v = strtod(num, NULL); /* correctly rounded, as float() */
+    free(num);
     /* the gold */
     while (*gold == ' ' || (*gold >= '\t' && *gold <= '\r')) gold++;
     size_t gl = strlen(gold);
@@ -525,11 +522,11 @@ static double mf_one(const ustr *pred, const char *gold) {
         if (k == e0) return 0.0;
     }
     if (k != gl) return 0.0;
-    char gbuf[512];
-    if (gl >= sizeof gbuf) return 0.0;
+    char *gbuf = KB_MALLOC(gl + 1);
     memcpy(gbuf, gold, gl);
     gbuf[gl] = 0;
     double g = strtod(gbuf, NULL);
+    free(gbuf);
     if (!isfinite(g)) return 0.0;
     return v == g ? 1.0 : 0.0;
 }

@@ -108,6 +108,10 @@ def digit_cases(rng, n=110):
         ("١٢.٥", ["12.5"]), ("１２", ["12"]), ("7 then 8", ["8", "7"]),
         # a float gold's exponent needs digits: "1e" and "1e+" are no numbers
         ("1", ["1e"]), ("1", ["1e+"]),
+        # numbers longer than any fixed buffer whose value is still a small double:
+        # leading zeros, a long fraction (in the prediction and in a decimal gold)
+        ("0" * 600 + "1", ["1"]), ("1." + "0" * 600 + "1", ["1"]), ("2.5", ["2.5" + "0" * 600]),
+        ("0" * 600 + "2.5", ["2.5"]),
     ]
     cases += [{"pred": p, "answers": a} for p, a in hand]
     while len(cases) < n:
