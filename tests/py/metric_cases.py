@@ -112,6 +112,8 @@ def digit_cases(rng, n=110):
         # leading zeros, a long fraction (in the prediction and in a decimal gold)
         ("0" * 600 + "1", ["1"]), ("1." + "0" * 600 + "1", ["1"]), ("2.5", ["2.5" + "0" * 600]),
         ("0" * 600 + "2.5", ["2.5"]),
+        # leading zeros of an integer gold; an infinite decimal gold never matches
+        ("7", ["007"]), ("9" * 400, ["1e999"]),
     ]
     cases += [{"pred": p, "answers": a} for p, a in hand]
     while len(cases) < n:
