@@ -82,6 +82,12 @@ COMMON_EDGE = [
     ("x~y", ["xy"]),
     # "ﬃ".upper() is three code points, "FFI" (a full case mapping)
     ("ﬃx", ["FFIX"]),
+    # "\r" is whitespace (str.split, str.strip)
+    ("x\ry", ["x y"]),
+    # RULER strips again after mapping control characters to newlines
+    ("\x01x", ["\nx"]),
+    # final sigma skips case-ignorable characters ("'") on both sides
+    ("Α'Σ ΑΣ'Α", ["α'ς ασ'α"]),
 ]
 
 
