@@ -306,6 +306,8 @@ def rouge_l_cases(rng, n=110):
         ("police killed the gunman", ["the gunman kill police"]),
         ("w1 w2 w6 w7 w8. w1 w3 w8 w9 w5", ["w1 w2 w3 w4 w5"]),
         ("same same same", ["same"]), ("北京 欢迎 你", ["北京 欢迎"]),
+        # rouge 1.0.1 splits sentences on "." only: a newline is a space
+        ("the cat sat\non the mat", ["on the mat the cat sat"]),
     ]
     cases += [{"pred": p, "answers": a} for p, a in hand]
     while len(cases) < n:
@@ -359,6 +361,7 @@ def repoqa_cases(rng, n=110):
         ("```py \n\n" + FUNCS[0] + "```", [FUNCS[0]]), ("```python\n" + FUNCS[0], [FUNCS[0]]),
         ("text ```python\n" + FUNCS[0] + "```", [FUNCS[0]]), ("x", ["x"]), ("x", [""]),
         ("", [""]), ("a", ["a b"]), ("a b", ["a"]), (FUNCS[0], [FUNCS[0], FUNCS[0]]),
+        ("```Python3\n" + FUNCS[0] + "```", [FUNCS[0]]),  # the fence's (?:\w+)? word: any case, digits
     ]
     cases += [{"pred": p, "answers": a} for p, a in hand]
     while len(cases) < n:
