@@ -462,6 +462,16 @@ def test_scbench_mf_input_without_a_question(tmp_path):
     assert "Literal {prefix} braces: Name the smallest number." in turns[1]["user"], turns
 
 
+def test_scbench_choice_letter_of_a_repeated_option(tmp_path):
+    """The label's letter is that of the first option equal to the answer
+    (InfiniteBench's get_answer: OPTIONS[eg["options"].index(eg["answer"])])."""
+    data = tmp_path / "choice.jsonl"
+    data.write_text(json.dumps({"id": 0, "context": "Rome and Paris.", "multi_turns": [
+        {"input": "Which city?", "answer": "Rome", "options": ["Paris", "Rome", "Oslo", "Rome"]}]}) + "\n")
+    rows = prompts({"tasks": [{"task": "scbench_choice_eng", "file": str(data)}]}, tmp_path)
+    assert rows[0]["turns"][0]["answers"] == ["Rome", "B"]
+
+
 def test_scbench_limits(tmp_path):
     cfg = {"data_dir": FIX, "tasks": [{"task": "scbench_kv", "file": "scbench/scbench_kv.jsonl",
                                        "limit": 1, "turns": 2, "max_len": 4000}]}
