@@ -472,6 +472,32 @@ def test_scbench_choice_letter_of_a_repeated_option(tmp_path):
     assert rows[0]["turns"][0]["answers"] == ["Rome", "B"]
 
 
+def test_scbench_numeric_answer_keeps_its_value(tmp_path):
+    """A JSON number answer becomes a string that reads back as the same double
+    (scbench_mf compares float(gold) with the number found): 0.30000000000000004
+    needs 17 significant digits."""
+    data = tmp_path / "mf.jsonl"
+    data.write_text('{"id": 0, "context": [1, 2], "multi_turns": [{"input": "The sum is", '
+                    '"answer": 0.30000000000000004}]}\n')
+    rows = prompts({"tasks": [{"task": "scbench_mf", "file": str(data)}]}, tmp_path)
+    assert float(rows[0]["turns"][0]["answers"][0]) == 0.30000000000000004
+
+
+def test_longbench_trec_needs_all_classes(tmp_path):
+    """trec's classification metric needs the class list: a line with
+    all_classes null is refused with file:line, exit 2."""
+    import shutil
+    lb = tmp_path / "lb"
+    shutil.copytree(os.path.join(FIX, "longbench", "config"), lb / "config")
+    (lb / "data").mkdir()
+    line = json.loads(open(os.path.join(FIX, "longbench", "data", "trec.jsonl")).readline())
+    line["all_classes"] = None
+    (lb / "data" / "trec.jsonl").write_text(json.dumps(line) + "\n")
+    r = run([{"task": "longbench", "dir": str(lb), "subtasks": ["trec"]}], tmp_path, "--counter", "bytes4")
+    assert r.returncode == 2 and not r.stdout
+    assert "trec.jsonl:1" in r.stderr and "all_classes" in r.stderr, r.stderr
+
+
 def test_scbench_limits(tmp_path):
     cfg = {"data_dir": FIX, "tasks": [{"task": "scbench_kv", "file": "scbench/scbench_kv.jsonl",
                                        "limit": 1, "turns": 2, "max_len": 4000}]}
