@@ -9,6 +9,7 @@
  *
  * Config keys, loaders: file, limit, turns, mode, max_len, prompts.
  * Generators: lengths, samples, turns, mode, prompts. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -274,10 +275,17 @@ static char *json_text(const cJSON *v) {
     if (cJSON_IsNumber(v)) {
         char b[64];
         double d = v->valuedouble;
-        if (d == (double)(long long)d && d > -9e15 && d < 9e15)
-            snprintf(b, sizeof b, "%lld", (long long)d);
-        else
-            snprintf(b, sizeof b, "%.17g", d);
+        if (d > -1e16 && d < 1e16 && d == floor(d)) {
+            snprintf(b, sizeof b, "%.0f", d); /* an integer's digits, as Python's str(int) */
+        } else {
+            /* Python's str(float): the fewest significant digits that read back
+             * as d (0.1 is "0.1", not %.17g's 0.10000000000000001), in exponent
+             * form from 1e16 up and below 1e-4 */
+            for (int p = 1; p <= 17; p++) {
+                snprintf(b, sizeof b, fabs(d) >= 1e16 ? "%.*e" : "%.*g", fabs(d) >= 1e16 ? p - 1 : p, d);
+                if (strtod(b, NULL) == d) break;
+            }
+        }
         return kb_strdup(b);
     }
     return NULL;

@@ -475,12 +475,19 @@ def test_scbench_choice_letter_of_a_repeated_option(tmp_path):
 def test_scbench_numeric_answer_keeps_its_value(tmp_path):
     """A JSON number answer becomes a string that reads back as the same double
     (scbench_mf compares float(gold) with the number found): 0.30000000000000004
-    needs 17 significant digits."""
+    needs 17 significant digits. The string is Python's str() of the number
+    (an integer's digits below 1e16, else the shortest repr), which is what the
+    answers column shows: until 2026-12-06 0.1 was %.17g's 0.10000000000000001."""
+    vals = [0.30000000000000004, 0.1, -2.5, 1.5e-7, 0.0001, 123456.7, 1e20, 1.0000000000000002e16,
+            -1e17, 5e-324, 1.7976931348623157e308, 7, -42, 9999999999999998]
     data = tmp_path / "mf.jsonl"
-    data.write_text('{"id": 0, "context": [1, 2], "multi_turns": [{"input": "The sum is", '
-                    '"answer": 0.30000000000000004}]}\n')
+    data.write_text("".join(json.dumps({"id": i, "context": [1, 2],
+                                        "multi_turns": [{"input": "The sum is", "answer": v}]}) + "\n"
+                            for i, v in enumerate(vals)))
     rows = prompts({"tasks": [{"task": "scbench_mf", "file": str(data)}]}, tmp_path)
-    assert float(rows[0]["turns"][0]["answers"][0]) == 0.30000000000000004
+    got = [r["turns"][0]["answers"][0] for r in rows]
+    assert [float(g) for g in got] == [float(v) for v in vals]
+    assert got == [str(int(v)) if float(v).is_integer() and abs(v) < 1e16 else repr(float(v)) for v in vals]
 
 
 def test_longbench_trec_needs_all_classes(tmp_path):
