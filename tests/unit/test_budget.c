@@ -126,6 +126,19 @@ static void test_other_methods(void) {
     CHECK_EQ_INT(b.r, 8);
     CHECK_EQ_INT(budget_override(&b, 0, 0, 200, "method 'hybrid'", &e), KB_EINPUT);
     CHECK_STREQ(e.msg, "method 'hybrid': key 'r': 200 exceeds the head dim D = 128");
+    /* r = D is allowed, D + 1 is not (the boundary of the check) */
+    CHECK_EQ_INT(budget_override(&b, 0, 0, 128, "method 'hybrid'", &e), 0);
+    CHECK_EQ_INT(b.r, 128);
+    CHECK_EQ_INT(budget_override(&b, 0, 0, 129, "method 'hybrid'", &e), KB_EINPUT);
+    CHECK_STREQ(e.msg, "method 'hybrid': key 'r': 129 exceeds the head dim D = 128");
+    /* hybrid with S < B: c2 = max(1, S/B) = 1 (not 1000/2048), so p = 1 and
+     * r_raw = int(128 * 1 / 1) = 128 = D; k = B/2 */
+    CHECK_EQ_INT(budget_hybrid(KB_BUDGET_TRAFFIC, 2048, 1000, 128, 128, &b, &e), 0);
+    CHECK_CLOSE(b.c2, 1.0, 0, 0);
+    CHECK_EQ_INT(b.p, 1);
+    CHECK_EQ_INT(b.r_raw, 128);
+    CHECK_EQ_INT(b.r, 128);
+    CHECK_EQ_INT(b.k, 1024);
     /* sparq recipe: r = int(D*B/S) = int(128/63) = 2, k = B/2; clamped at B = 16 */
     CHECK_EQ_INT(budget_sparq(KB_BUDGET_TRAFFIC, 256, 16128, 128, 128, 0, &b, &e), 0);
     CHECK_EQ_INT(b.p, 1);
@@ -163,6 +176,23 @@ static void test_other_methods(void) {
     CHECK_EQ_INT(budget_override(&b, 1, 32, 0, "method 'quest'", &e), 0);
     CHECK_EQ_INT(b.P, 32);
     CHECK_EQ_INT(b.n_pages, 8);
+    /* ceil, not floor, of 2L/B: 2*1032/128 = 16.125 -> 17 -> P = 32 (a floor
+     * would give 16 -> P = 16), pages = max(1, 64/32) = 2 */
+    CHECK_EQ_INT(budget_quest(KB_BUDGET_TRAFFIC, 128, 1032, 128, &b, &e), 0);
+    CHECK_EQ_INT(b.P, 32);
+    CHECK_EQ_INT(b.n_pages, 2);
+    CHECK_EQ_INT(b.k, 64);
+    /* 2L/B exactly 16 (L = 1024, B = 128): P = 16, not 32; pages = 64/16 = 4 */
+    CHECK_EQ_INT(budget_quest(KB_BUDGET_TRAFFIC, 128, 1024, 128, &b, &e), 0);
+    CHECK_EQ_INT(b.P, 16);
+    CHECK_EQ_INT(b.n_pages, 4);
+    /* topk mode below 32: max(1, floor(B/16)) = 1 page of 16 (methods.md §1) */
+    CHECK_EQ_INT(budget_quest(KB_BUDGET_TOPK, 31, 16000, 128, &b, &e), 0);
+    CHECK_EQ_INT(b.P, 16);
+    CHECK_EQ_INT(b.n_pages, 1);
+    CHECK_EQ_INT(b.k, 16);
+    CHECK_EQ_INT(budget_quest(KB_BUDGET_TOPK, 32, 16000, 128, &b, &e), 0);
+    CHECK_EQ_INT(b.n_pages, 2);
     CHECK_EQ_INT(budget_next_pow2(1), 1);
     CHECK_EQ_INT(budget_next_pow2(125), 128);
     CHECK_EQ_INT(budget_next_pow2(128), 128);
