@@ -207,6 +207,14 @@ static void test_accounting(void) {
     CHECK_CLOSE(a.approx_tokeq, 2001.0 * 7 / (2.0 * D), 1e-9, 0);
     CHECK_CLOSE(a.read_tokeq, 128 + 2001.0 * 7 / (2.0 * D), 1e-9, 0);
     r.ops->destroy(r.st);
+    /* a given r replaces the recipe's r in traffic mode too (docs/METHODS.md,
+     * budget_sparq), and the reads count it: 2001 keys x 20 dims */
+    CHECK(!start(&r, "{\"method\":\"sparq\",\"budget\":256,\"r\":20}", &s));
+    step(&r, &s, 0, o);
+    r.ops->account(r.st, &a);
+    CHECK_EQ_INT(a.budget->r, 20);
+    CHECK_CLOSE(a.approx_tokeq, 2001.0 * 20 / (2.0 * D), 1e-9, 0);
+    r.ops->destroy(r.st);
     /* hybrid per head (p > 1): each head reads, per chosen dim, the page max
      * where its q is positive and the min otherwise, so two heads of a group
      * that share a dim with opposite signs read both rows: the reads are the
@@ -238,6 +246,79 @@ static void test_accounting(void) {
         CHECK(pairs > dims); /* the case occurs in this scenario */
         CHECK_CLOSE(a.approx_tokeq, (double)nph * pairs / (2.0 * D) / s.Hkv, 1e-9, 0);
     }
+    r.ops->destroy(r.st);
+    /* sparq per head (p = 1): the approximation reads K's own dim-major rows,
+     * one per chosen dim whatever the sign of q (there is no separate min and
+     * max row), so the reads are the distinct dims of the group's heads even
+     * where two heads take a dim with opposite signs. r = int(64 * 256 / 2100)
+     * = 7; each head's dims: top r of |q| (ties to the lower dim), worked out
+     * here. Exact: integer counts over 2D, tolerance only for the division. */
+    CHECK(!start(&r, "{\"method\":\"sparq\",\"budget\":256,\"gqa\":\"per_head\"}", &s));
+    step(&r, &s, 0, o);
+    r.ops->account(r.st, &a);
+    {
+        int rs = a.budget->r, G = s.Hq / s.Hkv, pairs = 0, dims = 0;
+        CHECK(a.budget->p == 1 && rs == 7);
+        for (int g = 0; g < s.Hkv; g++) {
+            char seen[2][64] = {{0}}, any[64] = {0};
+            for (int hh = g * G; hh < (g + 1) * G; hh++) {
+                const float *qh = s.q + (size_t)hh * D;
+                char taken[64] = {0};
+                for (int t = 0; t < rs; t++) {
+                    int best = -1;
+                    for (int d = 0; d < D; d++)
+                        if (!taken[d] && (best < 0 || fabsf(qh[d]) > fabsf(qh[best]))) best = d;
+                    taken[best] = 1;
+                    pairs += !seen[qh[best] > 0][best];
+                    seen[qh[best] > 0][best] = 1;
+                    dims += !any[best];
+                    any[best] = 1;
+                }
+            }
+        }
+        CHECK(pairs > dims); /* a dim taken with both signs occurs in this scenario */
+        CHECK_CLOSE(a.approx_tokeq, 2001.0 * dims / (2.0 * D) / s.Hkv, 1e-9, 0);
+    }
+    r.ops->destroy(r.st);
+    /* the sign rule of methods.md §4 ("0 counts as -1") in the reads: hybrid
+     * per head with r = D (every dim chosen), dim 0 of group 0's heads set to
+     * 0, +1, +1, +1: the head with q = 0 reads the page min, the others the
+     * max, so dim 0 costs two summary rows in group 0; every other (dim, sign)
+     * pair is counted by the same rule here. Exact integer counts. */
+    {
+        int G = s.Hq / s.Hkv;
+        float keep[4];
+        for (int hh = 0; hh < G; hh++) {
+            keep[hh] = s.q[(size_t)hh * D];
+            s.q[(size_t)hh * D] = hh == 0 ? 0.0f : 1.0f;
+        }
+        CHECK(!start(&r, "{\"method\":\"hybrid\",\"budget\":256,\"gqa\":\"per_head\",\"r\":64}", &s));
+        step(&r, &s, 0, o);
+        r.ops->account(r.st, &a);
+        int ph = a.budget->p, nph = (2001 + ph - 1) / ph, pairs = 0;
+        CHECK(ph > 1 && a.budget->r == D);
+        for (int g = 0; g < s.Hkv; g++)
+            for (int d = 0; d < D; d++) {
+                int pos = 0, neg = 0;
+                for (int hh = g * G; hh < (g + 1) * G; hh++) {
+                    if (s.q[(size_t)hh * D + d] > 0) pos = 1;
+                    else neg = 1;
+                }
+                pairs += pos + neg;
+            }
+        CHECK_CLOSE(a.approx_tokeq, (double)nph * pairs / (2.0 * D) / s.Hkv, 1e-9, 0);
+        r.ops->destroy(r.st);
+        for (int hh = 0; hh < G; hh++) s.q[(size_t)hh * D] = keep[hh];
+    }
+    /* exact_topk attends k = B = 256 tokens per query head of the 2001
+     * (methods.md §7), scoring not charged; the reads are the union of the
+     * group's heads' sets: between B and G * B */
+    CHECK(!start(&r, "{\"method\":\"exact_topk\",\"budget\":256}", &s));
+    step(&r, &s, 0, o);
+    r.ops->account(r.st, &a);
+    CHECK_CLOSE(a.attended, 256, 0, 0);
+    CHECK_CLOSE(a.approx_tokeq, 0, 0, 0);
+    CHECK(a.read_tokeq >= 256 && a.read_tokeq <= 4 * 256);
     r.ops->destroy(r.st);
     /* full reads everything; snapkvpp reads its kept tokens */
     CHECK(!start(&r, "{\"method\":\"full\"}", &s));
