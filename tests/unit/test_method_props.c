@@ -365,9 +365,21 @@ static void test_multiturn(void) {
         step(&r, &s, 0, o1); /* the last prompt token */
         long m = r.ops->mark(r.st);
         CHECK_EQ_INT(m, s.L + 1);
+        /* what the decode cache holds at the mark (every row: the working set
+         * too, for RocketKV-MT, not only the full history) */
+        int nrows0;
+        r.ops->decode_cache(r.st, 0, &nrows0);
+        int *nmark = malloc((size_t)nrows0 * sizeof(int));
+        for (int i = 0; i < nrows0; i++) nmark[i] = r.ops->decode_cache(r.st, i, NULL)->n;
         for (int i = 1; i < 6; i++) step(&r, &s, i, o1 + i * no);
         r.ops->rollback(r.st, m);
         CHECK_EQ_INT(r.ops->mark(r.st), m);
+        for (int i = 0; i < nrows0; i++) {
+            const kb_kvstream *c = r.ops->decode_cache(r.st, i, NULL);
+            CHECK_MSG(c->n == nmark[i] && c->pos[c->n - 1] == s.L, "%s: row %d holds %d slots after the rollback, %d at the mark",
+                      cfgs[ci], i, c->n, nmark[i]);
+        }
+        free(nmark);
         for (int i = 1; i < 6; i++) step(&r, &s, i, o2 + i * no);
         CHECK_MSG(max_diff(o1 + no, o2 + no, (int)(5 * no)) == 0, "%s: rollback + redo differs", cfgs[ci]);
         r.ops->rollback(r.st, m);
