@@ -11,6 +11,7 @@
 #include "check.h"
 #include "method_harness.h"
 #include "methods/budget.h"
+#include "methods/common.h"
 #include "methods/params.h"
 #include "methods_brute.h"
 
@@ -530,6 +531,9 @@ static void test_params(void) {
                "cfg.json: methods[0]: method 'snapkv': key 'pooling': expected \"max\" or \"avg\", got \"min\"");
     expect_err("{\"method\":\"snapkvpp\",\"budget\":64,\"kernel_by_length\":[[100,7],[50,9]]}",
                "cfg.json: methods[0]: method 'snapkvpp': key 'kernel_by_length'[1]: max_len must increase strictly (50 after 100)");
+    /* strictly: an equal max_len is refused too */
+    expect_err("{\"method\":\"snapkvpp\",\"budget\":64,\"kernel_by_length\":[[100,7],[100,9]]}",
+               "cfg.json: methods[0]: method 'snapkvpp': key 'kernel_by_length'[1]: max_len must increase strictly (100 after 100)");
     expect_err("{\"method\":\"snapkvpp\",\"budget\":64,\"kernel_by_length\":[[100,8]]}",
                "cfg.json: methods[0]: method 'snapkvpp': key 'kernel_by_length'[0]: pooling kernel K must be odd, got 8");
     expect_err("{\"method\":\"rocketkv\",\"budget\":64,\"budget_mode\":\"bytes\"}",
@@ -548,6 +552,26 @@ static void test_params(void) {
     CHECK(p.window == 128 && p.kernel == 63 && !p.alpha_fixed);
     CHECK(!method_params_parse_text("{\"method\":\"rocketkv\",\"budget\":64,\"alpha\":0.5,\"kernel\":\"adaptive\"}", "t", &p, &e));
     CHECK(p.alpha_fixed && p.alpha == 0.5 && p.kernel == KB_KERNEL_ADAPTIVE && p.n_kernel_table == kb_default_kernel_table_n);
+    /* alpha's range [0, 1] includes both ends (methods.md §1.1: a fixed alpha) */
+    CHECK(!method_params_parse_text("{\"method\":\"rocketkv\",\"budget\":64,\"alpha\":1}", "t", &p, &e));
+    CHECK(p.alpha_fixed && p.alpha == 1.0);
+    CHECK(!method_params_parse_text("{\"method\":\"rocketkv\",\"budget\":64,\"alpha\":0}", "t", &p, &e));
+    CHECK(p.alpha_fixed && p.alpha == 0.0);
+    /* the default adaptive table as docs/METHODS.md states it, and K by
+     * length at its bounds (max_len inclusive) */
+    CHECK(!method_params_parse_text("{\"method\":\"snapkvpp\",\"budget\":64,\"kernel\":\"adaptive\"}", "t", &p, &e));
+    {
+        static const int doc[4][2] = {{2048, 7}, {4096, 15}, {8192, 31}, {2147483647, 63}};
+        CHECK_EQ_INT(p.n_kernel_table, 4);
+        for (int i = 0; i < 4 && i < p.n_kernel_table; i++) {
+            CHECK_EQ_INT(p.kernel_table[i][0], doc[i][0]);
+            CHECK_EQ_INT(p.kernel_table[i][1], doc[i][1]);
+        }
+        static const int at[][2] = {{1, 7}, {2048, 7}, {2049, 15}, {4096, 15}, {4097, 31},
+                                    {8192, 31}, {8193, 63}, {1000000, 63}};
+        for (size_t i = 0; i < sizeof at / sizeof at[0]; i++)
+            CHECK_EQ_INT(mc_kernel_for(&p, at[i][0]), at[i][1]);
+    }
     CHECK(!method_params_parse_text("{\"method\":\"quest\",\"budget\":64,\"label\":\"q\"}", "t", &p, &e));
     CHECK(p.gqa == KB_GQA_PER_HEAD && !strcmp(p.label, "q"));
     CHECK(!method_params_parse_text("{\"method\":\"sparq\",\"budget\":64}", "t", &p, &e));
@@ -568,6 +592,15 @@ static void test_params(void) {
     v.Wq = 8;
     CHECK_EQ_INT(p.ops->layer_init(&p, &c, &v, &st, &e), KB_EINPUT);
     CHECK_STREQ(e.msg, "rocketkv: key 'window': the method needs the last 32 prefill queries, the prefill view holds 8");
+    /* the same for a later turn's view (RocketKV-MT rebuilds its working set
+     * with the new turn's window, methods.md §6) */
+    CHECK(!method_params_parse_text("{\"method\":\"rocketkv_mt\",\"budget\":16}", "t", &p, &e));
+    v.Wq = s.Wq;
+    CHECK_EQ_INT(p.ops->layer_init(&p, &c, &v, &st, &e), 0);
+    v.Wq = 8;
+    CHECK_EQ_INT(p.ops->extend(st, &v, &e), KB_EINPUT);
+    CHECK_STREQ(e.msg, "rocketkv_mt: key 'window': the method needs the last 32 prefill queries, the prefill view holds 8");
+    p.ops->destroy(st);
     view_free(&v);
     (void)r;
     /* the adaptive table picks K by prompt length: checked end to end by brute force */
