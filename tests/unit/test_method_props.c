@@ -137,6 +137,14 @@ static void test_window_and_groups(void) {
         r.ops->account(r.st, &a);
         int per = cfg[i][1][0] == '1';
         CHECK_MSG(a.sel_streams == (per ? s.Hq : s.Hkv) && a.sel_per_query_head == per, "%s", cfg[i][0]);
+        /* the decode cache has one row per selection row; under per_head row h
+         * is query head h's stream (what fidelity.c and replay index by); the
+         * methods that keep everything hand out the full cache */
+        int dc_rows;
+        r.ops->decode_cache(r.st, 0, &dc_rows);
+        CHECK_MSG(dc_rows == (per ? s.Hq : s.Hkv), "%s: %d decode-cache rows", cfg[i][0], dc_rows);
+        for (int h = 0; h < s.Hq && !r.ops->evicts; h++) /* (rocketkv_mt: a working set apart) */
+            CHECK(r.ops->decode_cache(r.st, per ? h : h / 3, NULL) == r.ops->retained(r.st, h));
         free(o);
         r.ops->destroy(r.st);
     }
@@ -320,6 +328,24 @@ static void test_accounting(void) {
     CHECK_CLOSE(a.attended, 256, 0, 0);
     CHECK_CLOSE(a.approx_tokeq, 0, 0, 0);
     CHECK(a.read_tokeq >= 256 && a.read_tokeq <= 4 * 256);
+    r.ops->destroy(r.st);
+    /* snapkv per head keeps 256 prompt tokens per query head (+ the new one):
+     * each head attends 257, and the G = 4 per-head copies are distinct rows
+     * read, 4 * 257 per KV head (methods.md §3: G times the storage) */
+    CHECK(!start(&r, "{\"method\":\"snapkv\",\"budget\":256}", &s));
+    step(&r, &s, 0, o);
+    r.ops->account(r.st, &a);
+    CHECK_CLOSE(a.attended, 257, 0, 0);
+    CHECK_CLOSE(a.read_tokeq, 4 * 257, 0, 0);
+    CHECK_CLOSE(a.resident_tokens, 4 * 257, 0, 0);
+    r.ops->destroy(r.st);
+    /* rocketkv_mt holds the full cache and the working set (methods.md §1:
+     * "all + working set"): 2001 + (prompt_budget + 1) per KV head; it attends k */
+    CHECK(!start(&r, "{\"method\":\"rocketkv_mt\",\"budget\":256}", &s));
+    step(&r, &s, 0, o);
+    r.ops->account(r.st, &a);
+    CHECK_CLOSE(a.resident_tokens, 2001 + pb + 1, 0, 0);
+    CHECK_CLOSE(a.attended, k, 0, 0);
     r.ops->destroy(r.st);
     /* full reads everything; snapkvpp reads its kept tokens */
     CHECK(!start(&r, "{\"method\":\"full\"}", &s));
