@@ -557,6 +557,9 @@ static void test_params(void) {
                "cfg.json: methods[0]: method 'snapkv': key 'pooling': expected \"max\" or \"avg\", got \"min\"");
     expect_err("{\"method\":\"snapkvpp\",\"budget\":64,\"kernel_by_length\":[[100,7],[50,9]]}",
                "cfg.json: methods[0]: method 'snapkvpp': key 'kernel_by_length'[1]: max_len must increase strictly (50 after 100)");
+    /* a table needs kernel "adaptive", also next to kernel 1 */
+    expect_err("{\"method\":\"snapkvpp\",\"budget\":64,\"kernel\":1,\"kernel_by_length\":[[100,7]]}",
+               "cfg.json: methods[0]: method 'snapkvpp': key 'kernel_by_length': needs kernel \"adaptive\" (kernel is 1)");
     /* strictly: an equal max_len is refused too */
     expect_err("{\"method\":\"snapkvpp\",\"budget\":64,\"kernel_by_length\":[[100,7],[100,9]]}",
                "cfg.json: methods[0]: method 'snapkvpp': key 'kernel_by_length'[1]: max_len must increase strictly (100 after 100)");
@@ -578,6 +581,22 @@ static void test_params(void) {
     CHECK(p.window == 128 && p.kernel == 63 && !p.alpha_fixed);
     CHECK(!method_params_parse_text("{\"method\":\"rocketkv\",\"budget\":64,\"alpha\":0.5,\"kernel\":\"adaptive\"}", "t", &p, &e));
     CHECK(p.alpha_fixed && p.alpha == 0.5 && p.kernel == KB_KERNEL_ADAPTIVE && p.n_kernel_table == kb_default_kernel_table_n);
+    /* method_params_to_json writes back what was parsed (the trace's and
+     * replay's "params"): pooling, skip_layers, window, kernel */
+    CHECK(!method_params_parse_text("{\"method\":\"snapkv\",\"budget\":64,\"pooling\":\"avg\",\"skip_layers\":2,"
+                                    "\"window\":16,\"kernel\":5}", "t", &p, &e));
+    {
+        cJSON *j = method_params_to_json(&p);
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, "pooling");
+        CHECK(cJSON_IsString(x) && !strcmp(x->valuestring, "avg"));
+        x = cJSON_GetObjectItemCaseSensitive(j, "skip_layers");
+        CHECK(cJSON_IsNumber(x) && x->valuedouble == 2);
+        x = cJSON_GetObjectItemCaseSensitive(j, "window");
+        CHECK(cJSON_IsNumber(x) && x->valuedouble == 16);
+        x = cJSON_GetObjectItemCaseSensitive(j, "kernel");
+        CHECK(cJSON_IsNumber(x) && x->valuedouble == 5);
+        cJSON_Delete(j);
+    }
     /* alpha's range [0, 1] includes both ends (methods.md §1.1: a fixed alpha) */
     CHECK(!method_params_parse_text("{\"method\":\"rocketkv\",\"budget\":64,\"alpha\":1}", "t", &p, &e));
     CHECK(p.alpha_fixed && p.alpha == 1.0);
@@ -627,6 +646,30 @@ static void test_params(void) {
     CHECK_EQ_INT(p.ops->extend(st, &v, &e), KB_EINPUT);
     CHECK_STREQ(e.msg, "rocketkv_mt: key 'window': the method needs the last 32 prefill queries, the prefill view holds 8");
     p.ops->destroy(st);
+    /* window queries whose positions are not the last slots' positions are
+     * refused (docs/METHODS.md §4.1 step 1): the last query moved to 1000 */
+    CHECK(!method_params_parse_text("{\"method\":\"snapkvpp\",\"budget\":40}", "t", &p, &e));
+    v.Wq = s.Wq;
+    ((int32_t *)v.qwin_pos)[s.Wq - 1] = 1000;
+    CHECK_EQ_INT(p.ops->layer_init(&p, &c, &v, &st, &e), KB_EINPUT);
+    {
+        char want[256];
+        snprintf(want, sizeof want,
+                 "snapkvpp: window query %d is at position 1000 but the matching key slot 49 holds position 49 "
+                 "(the window must be the last prompt tokens)", s.Wq - 1);
+        CHECK_STREQ(e.msg, want);
+    }
+    ((int32_t *)v.qwin_pos)[s.Wq - 1] = s.L - 1;
+    /* a RocketKV prompt_budget of exactly 0 (S = N_new = 40: T = min(2 N_new, S)
+     * = 40, prompt_budget = 40 - 40) is an error, not an empty cache */
+    CHECK(!method_params_parse_text("{\"method\":\"rocketkv\",\"budget\":16}", "t", &p, &e));
+    {
+        kb_method_ctx c0 = c;
+        c0.S = 40;
+        c0.N_new = 40;
+        CHECK_EQ_INT(p.ops->layer_init(&p, &c0, &v, &st, &e), KB_EINPUT);
+        CHECK_STREQ(e.msg, "rocketkv: prompt budget 0 leaves no room for the prompt (check budget, max_new and the context length)");
+    }
     view_free(&v);
     (void)r;
     /* the adaptive table picks K by prompt length: checked end to end by brute force */
