@@ -96,6 +96,14 @@ static void test_edges(void) {
     CHECK_EQ_INT(b.prompt_budget, 1903);
     CHECK_EQ_INT(b.p, 3);
     CHECK_EQ_INT(b.r, 48);
+    /* alpha = 1 (the top of its range [0, 1]) is accepted: T = int(16128 / 63)
+     * = 256 = min(2 N_new, S), prompt_budget 128, c2 = 1 -> p = 1, r = D
+     * (worked with the compress() formulas in Python) */
+    CHECK_EQ_INT(budget_rocketkv(KB_BUDGET_TRAFFIC, 256, 16128, 128, 128, 1, 1.0, &b, &e), 0);
+    CHECK_EQ_INT(b.T, 256);
+    CHECK_EQ_INT(b.prompt_budget, 128);
+    CHECK_EQ_INT(b.p, 1);
+    CHECK_EQ_INT(b.r, 128);
     /* alpha = 0 is the SparQ recipe's T = S */
     CHECK_EQ_INT(budget_rocketkv(KB_BUDGET_TRAFFIC, 256, 16128, 128, 128, 1, 0.0, &b, &e), 0);
     CHECK_EQ_INT(b.T, 16128);
