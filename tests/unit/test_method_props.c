@@ -208,6 +208,14 @@ static void test_accounting(void) {
     CHECK_CLOSE(a.approx_tokeq, npq, 0, 0);
     CHECK_CLOSE(a.attended, 8 * 16 - 15, 0, 0); /* the current page holds 1 token (2001 % 16) */
     r.ops->destroy(r.st);
+    /* quest group_sum: one page set per KV group, so the group reads its 113
+     * chosen slots once (not once per head) plus the 126 pages' min/max */
+    CHECK(!start(&r, "{\"method\":\"quest\",\"budget\":256,\"gqa\":\"group_sum\"}", &s));
+    step(&r, &s, 0, o);
+    r.ops->account(r.st, &a);
+    CHECK_CLOSE(a.attended, 8 * 16 - 15, 0, 0);
+    CHECK_CLOSE(a.read_tokeq, 8 * 16 - 15 + npq, 0, 0);
+    r.ops->destroy(r.st);
     /* sparq recipe: r = int(64 * 256 / 2100) = 7 dims of every key */
     CHECK(!start(&r, "{\"method\":\"sparq\",\"budget\":256}", &s));
     step(&r, &s, 0, o);
@@ -547,6 +555,18 @@ static void test_params(void) {
     expect_err("{\"method\":\"rocketkv\",\"budget\":8}",
                "cfg.json: methods[0]: method 'rocketkv': key 'budget': expected an integer >= 16, got 8");
     expect_err("{\"method\":\"hybrid\"}", "cfg.json: methods[0]: method 'hybrid': missing required key 'budget'");
+    /* the lower bounds at their edge: budget 15 for the methods that need 16
+     * (docs/METHODS.md §4), window 0 and r 0 */
+    expect_err("{\"method\":\"hybrid\",\"budget\":15}",
+               "cfg.json: methods[0]: method 'hybrid': key 'budget': expected an integer >= 16, got 15");
+    expect_err("{\"method\":\"sparq\",\"budget\":15}",
+               "cfg.json: methods[0]: method 'sparq': key 'budget': expected an integer >= 16, got 15");
+    expect_err("{\"method\":\"rocketkv_mt\",\"budget\":15}",
+               "cfg.json: methods[0]: method 'rocketkv_mt': key 'budget': expected an integer >= 16, got 15");
+    expect_err("{\"method\":\"snapkv\",\"budget\":64,\"window\":0}",
+               "cfg.json: methods[0]: method 'snapkv': key 'window': expected an integer in [1, 1048576], got 0");
+    expect_err("{\"method\":\"hybrid\",\"budget\":64,\"r\":0}",
+               "cfg.json: methods[0]: method 'hybrid': key 'r': expected an integer in [1, 65536], got 0");
     expect_err("{\"method\":\"snapkv\",\"budget\":16}",
                "cfg.json: methods[0]: method 'snapkv': key 'budget': 16 is smaller than the window 32 (the window is always kept)");
     expect_err("{\"method\":\"sparq\",\"budget\":64,\"gqa\":\"heads\"}",
