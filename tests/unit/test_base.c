@@ -79,6 +79,48 @@ int main(void) {
     CHECK_EQ_INT(kb_f32_to_f16(65504.0f), 0x7bff);
     CHECK_EQ_INT(kb_f32_to_bf16(1.0f), 0x3f80);
     CHECK(kb_bf16_to_f32(0x4049) == 3.140625f);
+    /* f32 -> bf16 picks the nearer of the two bf16 values around x (ties to
+     * the even one), brute force in double: a bf16 is the top 16 bits of an
+     * f32 (value bf16_value below, written here from that definition). Random
+     * bit patterns, plus exact midpoints (the low 16 bits 0x8000) where only
+     * the tie rule decides. Exact comparison: every value involved is exact
+     * in double. NaN stays NaN (a NaN whose payload is only in the low bits
+     * must not truncate to infinity), sign kept. */
+    {
+        unsigned long long r = 777;
+        bad = 0;
+        for (int i = 0; i < 200000; i++) {
+            r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+            uint32_t u = (uint32_t)r;
+            if (i % 4 == 0) u = (u & 0xffff0000u) | 0x8000u; /* a midpoint */
+            float x;
+            memcpy(&x, &u, 4);
+            uint16_t h = kb_f32_to_bf16(x);
+            if (isnan(x)) {
+                bad += (h & 0x7f80) != 0x7f80 || (h & 0x7f) == 0 || (h >> 15) != (u >> 31);
+                continue;
+            }
+            uint16_t lo = (uint16_t)(u >> 16), hi = (uint16_t)(lo + 1); /* |lo| <= |x| < |hi| */
+            uint32_t ul = (uint32_t)lo << 16, uh = (uint32_t)hi << 16;
+            float fl, fh;
+            memcpy(&fl, &ul, 4);
+            memcpy(&fh, &uh, 4);
+            /* past the largest finite bf16 the upper neighbour is inf: as 2^128 */
+            double vl = fl, vh = isinf(fh) ? copysign(ldexp(1.0, 128), fh) : fh;
+            if (isinf(x)) {
+                bad += h != lo;
+                continue;
+            }
+            double el = fabs(vl - x), eh = fabs(vh - x);
+            uint16_t want = el < eh ? lo : eh < el ? hi : (lo & 1) ? hi : lo;
+            bad += h != want;
+        }
+        CHECK_EQ_INT(bad, 0);
+        float qn;
+        uint32_t qb = 0xff800001u; /* -NaN, payload in the lowest bit only */
+        memcpy(&qn, &qb, 4);
+        CHECK(isnan(kb_bf16_to_f32(kb_f32_to_bf16(qn))) && (kb_f32_to_bf16(qn) & 0x8000));
+    }
 
     /* kvstream append / gather / truncate */
     kb_kvstream s, t;
