@@ -139,6 +139,18 @@ int main(void) {
     }
     CHECK_EQ_INT(bad, 0);
     CHECK((char *)s.V >= (char *)s.K + (size_t)s.cap * 4 * 2 && ((uintptr_t)s.V & 63) == 0);
+    /* a reservation after the first rows keeps them (one row, then growth by
+     * reserve rather than by append) */
+    {
+        kb_kvstream u;
+        kvstream_init(&u, KB_F32, 4, 0);
+        float k1[4] = {7, 8, 9, 10}, v1[4] = {-7, -8, -9, -10}, kk[4], vv[4];
+        kvstream_append_f32(&u, k1, v1, 42);
+        kvstream_reserve(&u, 1000);
+        kvstream_get_f32(&u, 0, kk, vv);
+        CHECK(u.n == 1 && u.cap >= 1000 && !memcmp(kk, k1, sizeof kk) && !memcmp(vv, v1, sizeof vv) && u.pos[0] == 42);
+        kvstream_free(&u);
+    }
     int32_t idx[3] = {5, 99, 0};
     kvstream_append_rows(&t, &s, idx, 3);
     float k[4], v[4];
@@ -146,6 +158,23 @@ int main(void) {
     CHECK(k[0] == 99.0f && v[0] == -99.0f && t.pos[1] == 1099);
     kvstream_truncate(&s, 10);
     CHECK_EQ_INT(s.n, 10);
+    kvstream_truncate(&s, 20); /* never grows */
+    CHECK_EQ_INT(s.n, 10);
+    /* a copy replaces what dst held (slots and positions), truncation to 0 empties */
+    kvstream_copy(&t, &s);
+    CHECK_EQ_INT(t.n, 10);
+    bad = 0;
+    for (int i = 0; i < 10; i++) {
+        kvstream_get_f32(&t, i, k, v);
+        bad += k[0] != (float)i || v[0] != (float)-i || t.pos[i] != 1000 + i;
+    }
+    CHECK_EQ_INT(bad, 0);
+    kvstream_truncate(&t, 0);
+    CHECK_EQ_INT(t.n, 0);
+    int32_t idx2[3] = {5, 9, 0};
+    kvstream_append_rows(&t, &s, idx2, 3);
+    kvstream_get_f32(&t, 1, k, v);
+    CHECK(t.n == 3 && k[0] == 9.0f && v[0] == -9.0f && t.pos[1] == 1009 && t.pos[2] == 1000);
     CHECK_EQ_INT(kvstream_bytes(&t), 2 * 3 * 4 * 2);
     kvstream_free(&s);
     kvstream_free(&t);
