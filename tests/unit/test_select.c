@@ -209,9 +209,26 @@ static void test_pages(void) {
         kb_kvstream part;
         kvstream_init(&part, s.dtype, D, n);
         const kb_kernels *k = kk[trial % 2];
+        /* two rows of +-50 in every dim, appended then rolled back mid-page:
+         * the page that continues must forget them (the rollback below
+         * re-appends the same rows, which a stale summary would also pass) */
+        kb_kvstream junk;
+        kvstream_init(&junk, s.dtype, D, 2);
+        float *jr = malloc((size_t)D * sizeof(float));
+        for (int i = 0; i < 2; i++) {
+            for (int d = 0; d < D; d++) jr[d] = (d + i) % 2 ? 50.0f : -50.0f;
+            kvstream_append_f32(&junk, jr, jr, 0);
+        }
+        free(jr);
         for (int j = 0; j < n; j++) {
             kvstream_append_range(&part, &s, j, 1);
             pages_sync(&inc, &part, k);
+            if (j == n / 3 && j % p != p - 1) { /* slot j + 1 continues j's page */
+                kvstream_append_range(&part, &junk, 0, 2);
+                pages_sync(&inc, &part, k);
+                kvstream_truncate(&part, j + 1);
+                pages_truncate(&inc, &part, j + 1, k);
+            }
             if (j == n / 2 && j >= 3) {
                 int back = j - 2;
                 kvstream_truncate(&part, back);
@@ -262,7 +279,14 @@ static void test_pages(void) {
         pages_free(&full);
         kvstream_free(&s);
         kvstream_free(&part);
+        kvstream_free(&junk);
     }
+    /* a page size below 1 is taken as 1 (pages.c) */
+    kb_pages z;
+    pages_init(&z, 0, 8);
+    CHECK_EQ_INT(z.p, 1);
+    pages_init(&z, -3, 8);
+    CHECK_EQ_INT(z.p, 1);
 }
 
 /* The chosen dims when many mean |q| tie (small integer queries, a NaN):
