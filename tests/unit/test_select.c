@@ -289,6 +289,46 @@ static void test_pages(void) {
     CHECK_EQ_INT(z.p, 1);
 }
 
+/* A head whose values on the chosen dims are all 0 (the group's other head
+ * chose them) scores every page exactly 0, so its softmax over slots is
+ * uniform, 1/n per slot, whatever finite temperature is used; the
+ * temperature's formula gives sqrt(D * 0 / sum|q|) = 0 there, and 0/0 would
+ * make the weights NaN. Expected 1/n from that argument, not from a kernel;
+ * tolerance 1e-6 relative: exp(0) = 1 exactly, and the f32 normalisation
+ * rounds a few times (~1e-7 each). Ref and CPU kernels, p = 1 and p = 2
+ * (partial last page), every dtype. */
+static void test_hybrid_zero_dims(void) {
+    const kb_kernels *kk[2] = {&kb_kernels_ref, &kb_kernels_cpu};
+    for (int trial = 0; trial < 12; trial++) {
+        int D = 16, G = 2, p = 1 + trial % 2, n = 21, r = 2, np = (n + p - 1) / p;
+        kb_kvstream s;
+        fill_stream(&s, n, D, trial / 2 % 3 == 0 ? KB_F32 : trial / 2 % 3 == 1 ? KB_F16 : KB_BF16);
+        kb_pages pg;
+        pages_init(&pg, p, D);
+        pages_sync(&pg, &s, &kb_kernels_cpu);
+        float q[2 * 16];
+        for (int d = 0; d < D; d++) {
+            q[d] = d == 0 ? 3.0f : d == 1 ? -2.0f : 0.1f; /* head 0: mean |q| 1.5, 1 on dims 0, 1; 0.3 elsewhere */
+            q[D + d] = d < 2 ? 0.0f : 0.5f;               /* head 1: 0 on the chosen dims */
+        }
+        float ps[32], hw[2 * 32];
+        int32_t dims[2];
+        const kb_kernels *k = kk[trial % 2];
+        k->hybrid_scores(q, G, D, r, pg.kmax, pg.kmin, pg.cap, &s, n, p, ps, hw, dims);
+        CHECK_MSG(dims[0] == 0 && dims[1] == 1, "%s: dims %d %d", k->name, dims[0], dims[1]);
+        int ok = 1;
+        double mass = 0;
+        for (int P = 0; P < np; P++) {
+            ok &= fabs(hw[np + P] - 1.0 / n) <= 1e-6 / n;
+            mass += (double)hw[P] * (P == np - 1 ? n - P * p : p);
+        }
+        CHECK_MSG(ok, "%s p=%d: head 1 weights not uniform (%g vs %g)", k->name, p, hw[np], 1.0 / n);
+        CHECK_CLOSE(mass, 1.0, 1e-5, 0); /* head 0: a distribution over slots (as test_hybrid_scores) */
+        pages_free(&pg);
+        kvstream_free(&s);
+    }
+}
+
 /* The chosen dims when many mean |q| tie (small integer queries, a NaN):
  * ties go to the lower dim, as in the reference. */
 static void test_hybrid_dims_ties(void) {
@@ -642,6 +682,7 @@ int main(void) {
     test_hybrid_scores();
     test_hybrid_scores_negative();
     test_hybrid_dims_ties();
+    test_hybrid_zero_dims();
     test_snapkv_scores_and_gather();
 #ifdef HX_LANES
     test_hybrid_exact();
