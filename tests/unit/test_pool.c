@@ -28,6 +28,19 @@ static void count_chunk(void *ctx, int c, int worker) {
     atomic_fetch_add(&runs[c], 1);
 }
 
+/* The highest worker index a chunk ran on (ctx: an atomic_int), after a
+ * short spin so that every awake pool thread gets a chance to claim. */
+static void note_worker(void *ctx, int c, int worker) {
+    (void)c;
+    atomic_int *mx = ctx;
+    double t0 = kb_now();
+    while (kb_now() - t0 < 2e-6) {
+    }
+    int m = atomic_load(mx);
+    while (worker > m && !atomic_compare_exchange_weak(mx, &m, worker)) {
+    }
+}
+
 typedef struct sa_ctx {
     int rows, mode;
     double delay[64];     /* seconds each select spins before writing */
@@ -90,6 +103,21 @@ int main(void) {
     int big_ok = 1;
     for (int i = 0; i < NBIG; i++) big_ok &= atomic_load(&runs[i]) == 1;
     CHECK_MSG(big_ok, "kb_pool_run n=%d: a chunk ran other than once", NBIG);
+    /* 2^20 chunks: one more than a published job holds (pool.c's
+     * CHUNKS_MAX), so the second job has exactly one chunk */
+    for (int i = 0; i < NBIG; i++) atomic_store(&runs[i], 0);
+    kb_pool_run(1 << 20, count_chunk, NULL);
+    big_ok = 1;
+    for (int i = 0; i < NBIG; i++) big_ok &= atomic_load(&runs[i]) == (i < (1 << 20));
+    CHECK_MSG(big_ok, "kb_pool_run n=%d: a chunk ran other than once", 1 << 20);
+    /* fewer participants than pool threads exist (4 were made above): the
+     * worker index stays below kb_pool_threads() (pool.h: it indexes
+     * per-participant scratch sized for that many) */
+    omp_set_num_threads(2);
+    atomic_int maxw = 0;
+    for (int trial = 0; trial < 300; trial++) kb_pool_run(64, note_worker, &maxw);
+    CHECK_MSG(atomic_load(&maxw) < 2, "worker index %d with 2 participants", atomic_load(&maxw));
+    omp_set_num_threads(4);
     static sa_ctx c;
     for (int trial = 0; trial < 1500; trial++) {
         c.rows = 1 + trial % 9;
