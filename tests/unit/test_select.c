@@ -329,6 +329,35 @@ static void test_hybrid_zero_dims(void) {
     }
 }
 
+/* r outside [1, D] is clamped into it: r = D + 3 gives r = D's scores, dims
+ * and weights, r = 0 and r = -2 give r = 1's (ref and cpu; bit for bit, the
+ * same call after the clamp). */
+static void test_hybrid_r_clamp(void) {
+    const kb_kernels *kk[2] = {&kb_kernels_ref, &kb_kernels_cpu};
+    int D = 16, G = 2, p = 2, n = 31, np = (n + p - 1) / p;
+    kb_kvstream s;
+    fill_stream(&s, n, D, KB_F16);
+    kb_pages pg;
+    pages_init(&pg, p, D);
+    pages_sync(&pg, &s, &kb_kernels_cpu);
+    float q[2 * 16];
+    for (int i = 0; i < G * D; i++) q[i] = nrand();
+    for (int ki = 0; ki < 2; ki++) {
+        const int rs[3][2] = {{D + 3, D}, {0, 1}, {-2, 1}};
+        for (int c = 0; c < 3; c++) {
+            float a[16], b[16], wa[2 * 16], wb[2 * 16];
+            int32_t da[32], db[32];
+            kk[ki]->hybrid_scores(q, G, D, rs[c][0], pg.kmax, pg.kmin, pg.cap, &s, n, p, a, wa, da);
+            kk[ki]->hybrid_scores(q, G, D, rs[c][1], pg.kmax, pg.kmin, pg.cap, &s, n, p, b, wb, db);
+            CHECK_MSG(!memcmp(a, b, (size_t)np * sizeof(float)) && !memcmp(wa, wb, (size_t)G * np * sizeof(float)) &&
+                          same_idx(da, rs[c][1], db, rs[c][1]),
+                      "%s: r=%d differs from r=%d", kk[ki]->name, rs[c][0], rs[c][1]);
+        }
+    }
+    pages_free(&pg);
+    kvstream_free(&s);
+}
+
 /* The chosen dims when many mean |q| tie (small integer queries, a NaN):
  * ties go to the lower dim, as in the reference. */
 static void test_hybrid_dims_ties(void) {
@@ -683,6 +712,7 @@ int main(void) {
     test_hybrid_scores_negative();
     test_hybrid_dims_ties();
     test_hybrid_zero_dims();
+    test_hybrid_r_clamp();
     test_snapkv_scores_and_gather();
 #ifdef HX_LANES
     test_hybrid_exact();
