@@ -207,10 +207,11 @@ static void test_accounting(void) {
     CHECK(a.read_tokeq >= npq + 128 - 1e-9 && a.read_tokeq <= npq + 4 * 128);
     CHECK_CLOSE(a.approx_tokeq, npq, 0, 0);
     CHECK_CLOSE(a.attended, 8 * 16 - 15, 0, 0); /* the current page holds 1 token (2001 % 16) */
-    /* the page upkeep (min/max of the new token) is timed, within the select
-     * time that includes it (a monotonic clock in ns: a sync over 2 groups
-     * takes more than one tick) */
-    CHECK_MSG(a.upkeep_seconds > 0 && a.upkeep_seconds <= a.select_seconds, "quest upkeep %g, select %g",
+    /* the page upkeep (min/max of the new token) is timed inside the select
+     * time: nested intervals of one monotonic clock, so never more, whatever
+     * the clock's resolution. Whether it is timed at all (> 0) is not checked:
+     * on a coarse clock (a VM's jiffies) a microsecond reads 0 */
+    CHECK_MSG(a.upkeep_seconds >= 0 && a.upkeep_seconds <= a.select_seconds, "quest upkeep %g, select %g",
               a.upkeep_seconds, a.select_seconds);
     r.ops->destroy(r.st);
     /* quest group_sum: one page set per KV group, so the group reads its 113
