@@ -261,7 +261,9 @@ static int lb_generate(const cJSON *cfg, const kb_dataset_env *env, kb_sample_li
         /* the tokens to generate: an integer, in the range every task's max_new
          * takes (1e300 used to become INT_MIN, 2.5 became 2) */
         long max_new;
-        if ((rc = json_as_int(ml, msrc, sp->name, 1, 1 << 16, &max_new, err))) break;
+        char mkey[96]; /* the key as the file has it: our wording file nests the table */
+        snprintf(mkey, sizeof mkey, "%s%s", strcmp(msrc, psrc) ? "" : "dataset2maxlen.", sp->name);
+        if ((rc = json_as_int(ml, msrc, mkey, 1, 1 << 16, &max_new, err))) break;
         c.tmpl = pt->valuestring;
         c.max_new = (int)max_new;
         snprintf(c.tmpl_where, sizeof c.tmpl_where, "%s: %s", psrc, sp->name);

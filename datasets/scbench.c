@@ -275,12 +275,16 @@ static char *json_text(const cJSON *v) {
     if (cJSON_IsNumber(v)) {
         char b[64];
         double d = v->valuedouble;
-        if (d > -1e16 && d < 1e16 && d == floor(d)) {
-            snprintf(b, sizeof b, "%.0f", d); /* an integer's digits, as Python's str(int) */
+        /* Python's str() of what json.loads makes of the number. cJSON keeps no
+         * int / float difference: an integral value below 2^63 is taken for an
+         * int (its digits; -0 is 0; a float literal 1.0 also reads "1"), and
+         * the JSONL reader has refused integers beyond 2^53, which a double
+         * cannot hold. Other values are floats: the fewest significant digits
+         * that read back as d (0.1 is "0.1", not %.17g's 0.10000000000000001),
+         * in exponent form from 1e16 up and below 1e-4, as repr */
+        if (d > -9.2e18 && d < 9.2e18 && d == floor(d)) {
+            snprintf(b, sizeof b, "%.0f", d == 0 ? 0.0 : d);
         } else {
-            /* Python's str(float): the fewest significant digits that read back
-             * as d (0.1 is "0.1", not %.17g's 0.10000000000000001), in exponent
-             * form from 1e16 up and below 1e-4 */
             for (int p = 1; p <= 17; p++) {
                 snprintf(b, sizeof b, fabs(d) >= 1e16 ? "%.*e" : "%.*g", fabs(d) >= 1e16 ? p - 1 : p, d);
                 if (strtod(b, NULL) == d) break;

@@ -489,6 +489,16 @@ static int jsonl_walk(const char *path, int objects, json_line_fn fn, void *ctx,
             rc = kb_fail(err, KB_EINPUT, "%s: expected one JSON %s per line", name, objects ? "object" : "value");
             break;
         }
+        /* numbers as in a JSON file (json_parse): 07, 1. and integers beyond
+         * 2^53 (which a double would silently round) are refused */
+        const char *why, *num = number_bad(line, l, &why);
+        if (num) {
+            cJSON_Delete(j);
+            rc = kb_fail(err, KB_EINPUT, "%s: column %ld: the number %.*s: %s", name,
+                         (long)(num - line) + 1, (int)KB_MIN(strspn(num, "0123456789+-.eE"), (size_t)40),
+                         num, why);
+            break;
+        }
         if ((rc = json_check_unique_keys(j, name, err))) {
             cJSON_Delete(j);
             break;

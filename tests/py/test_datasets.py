@@ -473,21 +473,35 @@ def test_scbench_choice_letter_of_a_repeated_option(tmp_path):
 
 
 def test_scbench_numeric_answer_keeps_its_value(tmp_path):
-    """A JSON number answer becomes a string that reads back as the same double
-    (scbench_mf compares float(gold) with the number found): 0.30000000000000004
-    needs 17 significant digits. The string is Python's str() of the number
-    (an integer's digits below 1e16, else the shortest repr), which is what the
-    answers column shows: until 2026-12-06 0.1 was %.17g's 0.10000000000000001."""
-    vals = [0.30000000000000004, 0.1, -2.5, 1.5e-7, 0.0001, 123456.7, 1e20, 1.0000000000000002e16,
-            -1e17, 5e-324, 1.7976931348623157e308, 7, -42, 9999999999999998]
+    """A JSON number answer becomes Python's str() of json.loads(literal), the
+    string SCBench's own code would see (the reference here), and reads back as
+    the same double (scbench_mf compares float(gold) with the number found:
+    0.30000000000000004 needs 17 digits). Until 2026-12-06 0.1 was %.17g's
+    0.10000000000000001. One documented exception: kvbench's JSON reader keeps
+    no int / float difference, so a float literal with an integral value
+    (1.0, 1e2) reads as the integer's digits (docs/METRICS.md). An integer
+    beyond 2^53, which a double cannot hold, is refused with file:line."""
+    literals = ["0.30000000000000004", "0.1", "-2.5", "1.5e-7", "0.0001", "123456.7", "1e20",
+                "5e-324", "1.7976931348623157e308", "7", "-42", "-0", "9007199254740992",
+                "-9007199254740992", "2.5E-3"]
+    integral_floats = {"1.0": "1", "1e2": "100", "-0.0": "0", "0.5e1": "5",
+                       "1.0000000000000002e16": "10000000000000002", "-1e17": "-100000000000000000"}
     data = tmp_path / "mf.jsonl"
-    data.write_text("".join(json.dumps({"id": i, "context": [1, 2],
-                                        "multi_turns": [{"input": "The sum is", "answer": v}]}) + "\n"
-                            for i, v in enumerate(vals)))
+    data.write_text("".join('{"id": %d, "context": [1, 2], "multi_turns": [{"input": "The sum is", '
+                            '"answer": %s}]}\n' % (i, lit) for i, lit in enumerate(literals + list(integral_floats))))
     rows = prompts({"tasks": [{"task": "scbench_mf", "file": str(data)}]}, tmp_path)
     got = [r["turns"][0]["answers"][0] for r in rows]
-    assert [float(g) for g in got] == [float(v) for v in vals]
-    assert got == [str(int(v)) if float(v).is_integer() and abs(v) < 1e16 else repr(float(v)) for v in vals]
+    want = [str(json.loads(lit)) for lit in literals] + list(integral_floats.values())
+    assert got == want
+    assert [float(g) for g in got] == [float(json.loads(lit)) for lit in literals + list(integral_floats)]
+    assert len(rows) == len(literals) + len(integral_floats)
+    for lit in ("9007199254740993", "-9007199254740993", "10000000000000000", "07"):
+        data.write_text('{"id": 0, "context": [1, 2], "multi_turns": [{"input": "The sum is", '
+                        '"answer": %s}]}\n' % lit)
+        r = run({"tasks": [{"task": "scbench_mf", "file": str(data)}]}, tmp_path, "--counter", "bytes4")
+        assert r.returncode == 2 and not r.stdout, r.stderr
+        assert "mf.jsonl:1: column 80: the number %s:" % lit.lstrip("-") in r.stderr or \
+            "mf.jsonl:1: column 80: the number %s:" % lit in r.stderr, r.stderr
 
 
 def test_longbench_trec_needs_all_classes(tmp_path):
@@ -604,6 +618,19 @@ def test_longbench_numbers_must_be_integers_in_range(tmp_path):
         r = write(60, trec_max)
         assert r.returncode == 2, (trec_max, r.stderr)
         assert "dataset2maxlen.json: key 'trec': expected an integer in [1, 65536]" in r.stderr, r.stderr
+    # "prompts": "kvbench": the table is nested in our wording file (found in the
+    # working directory's configs/prompts), and the key says where
+    wording = json.load(open(os.path.join(ROOT, "configs", "prompts", "longbench.json")))
+    wording["dataset2maxlen"]["trec"] = 2.5
+    (tmp_path / "configs" / "prompts").mkdir(parents=True)
+    (tmp_path / "configs" / "prompts" / "longbench.json").write_text(json.dumps(wording))
+    (tmp_path / "k.json").write_text(json.dumps({"tasks": [{"task": "longbench", "dir": str(lb),
+                                                           "subtasks": ["trec"], "prompts": "kvbench"}]}))
+    r = subprocess.run([BIN, "prompts", "--counter", "bytes4", "k.json"], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=60)
+    assert r.returncode == 2 and not r.stdout, r.stderr
+    assert "longbench.json: key 'dataset2maxlen.trec': expected an integer in [1, 65536], got 2.5" in r.stderr, \
+        r.stderr
 
 
 def test_long_strings_are_refused_not_cut(tmp_path):
