@@ -221,6 +221,9 @@ static void test_accounting(void) {
     r.ops->account(r.st, &a);
     CHECK_CLOSE(a.attended, 8 * 16 - 15, 0, 0);
     CHECK_CLOSE(a.read_tokeq, 8 * 16 - 15 + npq, 0, 0);
+    /* bytes: per KV head its 113 slots' K and V rows, and every page's min and
+     * max of the D dims, stored in the KV dtype (f16 here) */
+    CHECK_CLOSE(a.read_bytes, 2 * ((8 * 16 - 15) * row + npq * 2.0 * D * 2), 1e-6, 0);
     r.ops->destroy(r.st);
     /* sparq recipe: r = int(64 * 256 / 2100) = 7 dims of every key */
     CHECK(!start(&r, "{\"method\":\"sparq\",\"budget\":256}", &s));
@@ -603,6 +606,10 @@ static void test_params(void) {
     CHECK(p.window == 32 && p.kernel == 7 && p.gqa == KB_GQA_PER_HEAD && p.pooling == KB_POOL_MAX);
     CHECK(!method_params_parse_text("{\"method\":\"snapkvpp\",\"budget\":64}", "t", &p, &e));
     CHECK(p.window == 32 && p.kernel == 63 && p.gqa == KB_GQA_GROUP_SUM);
+    /* a budget equal to the window is taken (the window alone is kept); one
+     * below it is refused (expect_err above) */
+    CHECK(!method_params_parse_text("{\"method\":\"snapkv\",\"budget\":32}", "t", &p, &e));
+    CHECK(!method_params_parse_text("{\"method\":\"snapkvpp\",\"budget\":20,\"window\":20}", "t", &p, &e));
     CHECK(!method_params_parse_text("{\"method\":\"rocketkv\",\"budget\":64,\"window\":128}", "t", &p, &e));
     CHECK(p.window == 128 && p.kernel == 63 && !p.alpha_fixed);
     CHECK(!method_params_parse_text("{\"method\":\"rocketkv\",\"budget\":64,\"alpha\":0.5,\"kernel\":\"adaptive\"}", "t", &p, &e));
