@@ -97,6 +97,21 @@ def test_replay_param_cannot_replace_method_or_budget(kvbench_bin, trace, tmp_pa
     assert stats["method"] == "snapkv" and stats["params"]["budget"] == 64 and stats["params"]["kernel"] == 3, stats
 
 
+def two_shards(kvbench_bin, tiny, tmp_path, trace_in=None):
+    """A two-sample needle sweep on the tiny model run as shards 0/2 and 1/2
+    (tmp_path/s0, s1); shard trace_in also dumps layer 1's trace."""
+    cfg = tmp_path / "g.json"
+    cfg.write_text(json.dumps({"name": "g", "seed": 3, "methods": ["full"], "budgets": [32],
+                               "tasks": [{"task": "needle", "words": [60], "depths": [0.0, 1.0],
+                                          "per_cell": 1, "max_new": 4}]}))
+    shards = [tmp_path / "s0", tmp_path / "s1"]
+    for i, d in enumerate(shards):
+        extra = ["--dump-trace", "1"] if i == trace_in else []
+        p = run(kvbench_bin, "sweep", cfg, "--out", d, "-m", tiny, "--shard", f"{i}/2", *extra, timeout=300)
+        assert p.returncode == 0, p.stderr
+    return shards
+
+
 def test_merged_run_json_is_true_whatever_the_shard_order(kvbench_bin, tiny, tmp_path):
     """The merged run.json (docs/OUTPUTS.md): dump_trace null (OUT holds no
     trace; each shard's is listed in merged_from with its machine and times),
@@ -106,15 +121,7 @@ def test_merged_run_json_is_true_whatever_the_shard_order(kvbench_bin, tiny, tmp
     the order the shards are given in. Before, every key came from the
     first-listed shard: its dump_trace (a layer, for a directory without
     traces), its times and its machine."""
-    cfg = tmp_path / "g.json"
-    cfg.write_text(json.dumps({"name": "g", "seed": 3, "methods": ["full"], "budgets": [32],
-                               "tasks": [{"task": "needle", "words": [60], "depths": [0.0, 1.0],
-                                          "per_cell": 1, "max_new": 4}]}))
-    shards = [tmp_path / "s0", tmp_path / "s1"]
-    for i, d in enumerate(shards):
-        extra = ["--dump-trace", "1"] if i == 1 else []
-        p = run(kvbench_bin, "sweep", cfg, "--out", d, "-m", tiny, "--shard", f"{i}/2", *extra, timeout=300)
-        assert p.returncode == 0, p.stderr
+    shards = two_shards(kvbench_bin, tiny, tmp_path, trace_in=1)
     assert os.listdir(shards[1] / "traces")
     # shard 1 ran earlier and ended later than shard 0, on another machine
     times = {0: ("2026-12-05T10:00:00Z", "2026-12-05T11:00:00Z"),
@@ -150,14 +157,7 @@ def test_merge_checks_each_shards_sample_count(kvbench_bin, tiny, tmp_path):
     same in every shard). Before 2026-12-06 merge cast the number to long
     before any range check: 1e300 (undefined) gave a message about seq
     ranges ending in -9223372036854775808, and 2.5 was merged as 2."""
-    cfg = tmp_path / "g.json"
-    cfg.write_text(json.dumps({"name": "g", "seed": 3, "methods": ["full"], "budgets": [32],
-                               "tasks": [{"task": "needle", "words": [60], "depths": [0.0, 1.0],
-                                          "per_cell": 1, "max_new": 4}]}))
-    shards = [tmp_path / "s0", tmp_path / "s1"]
-    for i, d in enumerate(shards):
-        p = run(kvbench_bin, "sweep", cfg, "--out", d, "-m", tiny, "--shard", f"{i}/2", timeout=300)
-        assert p.returncode == 0, p.stderr
+    shards = two_shards(kvbench_bin, tiny, tmp_path)
     good = [(d / "run.json").read_text() for d in shards]
     assert all(json.loads(g)["data"]["samples"] == 2 for g in good)
 

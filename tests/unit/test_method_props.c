@@ -164,6 +164,32 @@ static void test_window_and_groups(void) {
     scen_free(&s);
 }
 
+/* Each query head's r dims of largest |q| (ties to the lower dim), summed over
+ * the KV groups: *pairs counts a group's distinct (dim, sign) pairs (sign: q > 0,
+ * else the "0 counts as -1" side), *dims its distinct dims. Brute force, for
+ * the reads of hybrid and SparQ per head (methods.md §1, §4). */
+static void top_abs_dims(const scen *s, int r, int *pairs, int *dims) {
+    int D = s->D, G = s->Hq / s->Hkv;
+    *pairs = *dims = 0;
+    for (int g = 0; g < s->Hkv; g++) {
+        char seen[2][64] = {{0}}, any[64] = {0};
+        for (int hh = g * G; hh < (g + 1) * G; hh++) {
+            const float *qh = s->q + (size_t)hh * D;
+            char taken[64] = {0};
+            for (int t = 0; t < r; t++) {
+                int best = -1;
+                for (int d = 0; d < D; d++)
+                    if (!taken[d] && (best < 0 || fabsf(qh[d]) > fabsf(qh[best]))) best = d;
+                taken[best] = 1;
+                *pairs += !seen[qh[best] > 0][best];
+                seen[qh[best] > 0][best] = 1;
+                *dims += !any[best];
+                any[best] = 1;
+            }
+        }
+    }
+}
+
 /* Accounting of methods.md §1 on one step. */
 static void test_accounting(void) {
     scen s;
@@ -250,25 +276,9 @@ static void test_accounting(void) {
     step(&r, &s, 0, o);
     r.ops->account(r.st, &a);
     {
-        int ph = a.budget->p, rh = a.budget->r, G = s.Hq / s.Hkv, nph = (2001 + ph - 1) / ph, pairs = 0, dims = 0;
+        int ph = a.budget->p, rh = a.budget->r, nph = (2001 + ph - 1) / ph, pairs, dims;
         CHECK(ph > 1 && rh < D);
-        for (int g = 0; g < s.Hkv; g++) {
-            char seen[2][64] = {{0}}, any[64] = {0};
-            for (int hh = g * G; hh < (g + 1) * G; hh++) {
-                const float *qh = s.q + (size_t)hh * D;
-                char taken[64] = {0};
-                for (int t = 0; t < rh; t++) {
-                    int best = -1;
-                    for (int d = 0; d < D; d++)
-                        if (!taken[d] && (best < 0 || fabsf(qh[d]) > fabsf(qh[best]))) best = d;
-                    taken[best] = 1;
-                    pairs += !seen[qh[best] > 0][best];
-                    seen[qh[best] > 0][best] = 1;
-                    dims += !any[best];
-                    any[best] = 1;
-                }
-            }
-        }
+        top_abs_dims(&s, rh, &pairs, &dims);
         CHECK(pairs > dims); /* the case occurs in this scenario */
         CHECK_CLOSE(a.approx_tokeq, (double)nph * pairs / (2.0 * D) / s.Hkv, 1e-9, 0);
     }
@@ -283,25 +293,9 @@ static void test_accounting(void) {
     step(&r, &s, 0, o);
     r.ops->account(r.st, &a);
     {
-        int rs = a.budget->r, G = s.Hq / s.Hkv, pairs = 0, dims = 0;
+        int rs = a.budget->r, pairs, dims;
         CHECK(a.budget->p == 1 && rs == 7);
-        for (int g = 0; g < s.Hkv; g++) {
-            char seen[2][64] = {{0}}, any[64] = {0};
-            for (int hh = g * G; hh < (g + 1) * G; hh++) {
-                const float *qh = s.q + (size_t)hh * D;
-                char taken[64] = {0};
-                for (int t = 0; t < rs; t++) {
-                    int best = -1;
-                    for (int d = 0; d < D; d++)
-                        if (!taken[d] && (best < 0 || fabsf(qh[d]) > fabsf(qh[best]))) best = d;
-                    taken[best] = 1;
-                    pairs += !seen[qh[best] > 0][best];
-                    seen[qh[best] > 0][best] = 1;
-                    dims += !any[best];
-                    any[best] = 1;
-                }
-            }
-        }
+        top_abs_dims(&s, rs, &pairs, &dims);
         CHECK(pairs > dims); /* a dim taken with both signs occurs in this scenario */
         CHECK_CLOSE(a.approx_tokeq, 2001.0 * dims / (2.0 * D) / s.Hkv, 1e-9, 0);
     }
