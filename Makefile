@@ -124,6 +124,6 @@ fuzz:
 	@bash tests/fuzz/run.sh
 
 clean:
-	rm -rf build build-san build-tsan build-fuzz
+	rm -rf build build-san build-tsan build-fuzz .cache
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/obj/harness/main.d $(TEST_BIN:=.d) $(TEST_SUPPORT_OBJ:.o=.d)

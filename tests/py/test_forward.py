@@ -17,7 +17,15 @@ allow max |diff| <= 0.1 there, a tenth of the smallest logit gap that changes a
 greedy choice in practice, and require the argmax to agree wherever the
 reference's top-2 gap exceeds that tolerance. The decode path (one token at a
 time, the quantised mat-vec generation uses) must meet the same bounds.
+
+The 2049-token reference forward takes ~20 s (50 s beside another test), and
+CI runs this file twice (plain build, then sanitizers): its logits are kept in
+.cache/reference/ (or $KVBENCH_REF_CACHE; "off" turns the cache off) under a key
+made of everything they depend on: the model file's sha256, the source of
+llama_ref.py, the numpy and gguf versions, the tokens and the rows. The cached
+values are the reference's own output, never the engine's.
 """
+import hashlib
 import os
 import sys
 
@@ -26,6 +34,8 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
 from llama_ref import LlamaRef  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 def engine_logits(run_kvbench, tmp_path, model, tokens, path="prefill", positions=None, kv="f16"):
@@ -95,11 +105,48 @@ def smollm(model_file):
     return LlamaRef(model_file)
 
 
-def test_default_model_long_prompt(run_kvbench, model_file, smollm, tmp_path):
+def file_sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def ref_cache_path(model_file, tokens, rows):
+    """Where the reference logits for (model, tokens, rows) are kept, or None
+    when the cache is off. The key changes with the model's bytes, the
+    reference's source, numpy, gguf (its dequantisers), the tokens or the rows."""
+    where = os.environ.get("KVBENCH_REF_CACHE", os.path.join(ROOT, ".cache", "reference"))
+    if where == "off":
+        return None
+    from importlib.metadata import version
+    h = hashlib.sha256()
+    for part in (file_sha256(model_file), file_sha256(sys.modules[LlamaRef.__module__].__file__),
+                 np.__version__, version("gguf"), repr(list(tokens)),
+                 repr(list(rows))):
+        h.update(part.encode() + b"\0")
+    return os.path.join(where, f"forward-{h.hexdigest()[:32]}.npy")
+
+
+def cached_forward(model_file, tokens, rows):
+    path = ref_cache_path(model_file, tokens, rows)
+    if path and os.path.exists(path):
+        return np.load(path)
+    ref = LlamaRef(model_file).forward(tokens, rows=rows)
+    if path:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp.npy"
+        np.save(tmp, ref)
+        os.replace(tmp, path)
+    return ref
+
+
+def test_default_model_long_prompt(run_kvbench, model_file, tmp_path):
     tokens = default_tokens(run_kvbench, model_file, long_text())[:2049]
     assert len(tokens) == 2049
     positions = [0, 1, 17, 255, 256, 511, 1000, 1024, 1500, 2047, 2048]
-    ref = smollm.forward(tokens, rows=positions)
+    ref = cached_forward(model_file, tokens, positions)
     got = engine_logits(run_kvbench, tmp_path, model_file, tokens, "prefill", positions)
     check_close(got, ref, 0.1, "SmolLM2 2049-token prompt, prefill")
 

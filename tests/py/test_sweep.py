@@ -767,9 +767,10 @@ def test_force_then_crash_then_resume(kvbench_bin, model_file, tmp_path):
     the seed-7 run's. The old run's rows used to stay until the new run's first
     cell replaced them, so the resume took them as done (same sample ids and
     cells, another needle): a seed-1 row under a seed-7 run.json. The default
-    model, so that the one cell (a ~1,300-token prefill) outlasts the polling."""
+    model, so that the one cell (a ~740-token prefill: ~1 s here, 2-4 s under the
+    sanitizers) outlasts the 2 ms polling."""
     cfg = write_config(tmp_path / "c.json", seed=1, methods=["full"], budgets=[64],
-                       tasks=[{"task": "needle", "words": [1000], "depths": [0.5], "per_cell": 1,
+                       tasks=[{"task": "needle", "words": [500], "depths": [0.5], "per_cell": 1,
                                "max_new": 4}])
     ref = tmp_path / "ref7"
     assert sweep(kvbench_bin, cfg, ref, model_file, "--set", "seed=7").returncode == 0
