@@ -35,6 +35,7 @@ static void test_unicode(void) {
         {0x0301, UCAT_M, 0},  /* combining acute */ {0x0E31, UCAT_M, 0}, /* Thai mai han-akat */
         {' ', UCAT_Z, 1},     {0x00A0, UCAT_Z, 1},  {0x3000, UCAT_Z, 1}, {0x2028, UCAT_Z, 1},
         {'\t', UCAT_C, 1},    {'\n', UCAT_C, 1},    {0x0085, UCAT_C, 1}, /* NEL */
+        {0x000B, UCAT_C, 1},  {0x000C, UCAT_C, 1},  {'\r', UCAT_C, 1},  /* VT, FF, CR */
         {0x001C, UCAT_C, 0},  /* not White_Space */ {0x200B, UCAT_C, 0}, /* ZWSP (Cf) */
         {0xFEFF, UCAT_C, 0},  {0xE000, UCAT_C, 0},  {0x0378, UCAT_C, 0}, /* unassigned */
         {0x10FFFF, UCAT_C, 0}, {0x180E, UCAT_C, 0}, /* Mongolian vowel sep.: Cf since 6.3 */
@@ -65,7 +66,29 @@ static void test_utf8(void) {
         CHECK_EQ_INT(utf8_decode(bad[i], bad_len[i], &n), UNICODE_INVALID);
         CHECK_EQ_INT(n, 1);
     }
+    /* a sequence cut short by len is truncated even when the byte after it
+     * would complete it (unicode.h: at most len bytes are read) */
+    CHECK_EQ_INT(utf8_decode("\xe4\xb8\xad", 2, &n), UNICODE_INVALID);
+    CHECK_EQ_INT(n, 1);
+    CHECK_EQ_INT(utf8_decode("\xf0\x9f\x98\x80", 3, &n), UNICODE_INVALID);
+    CHECK_EQ_INT(n, 1);
     char buf[4];
+    /* the first and last code point of each length (bytes from Python's
+     * str.encode("utf-8")); surrogates and values above U+10FFFF have no
+     * encoding (unicode.h: 0) */
+    static const struct {
+        uint32_t cp;
+        const char *b;
+    } e[] = {{0x7F, "\x7f"},         {0x80, "\xc2\x80"},          {0x7FF, "\xdf\xbf"},
+             {0x800, "\xe0\xa0\x80"}, {0xFFFF, "\xef\xbf\xbf"},   {0x10000, "\xf0\x90\x80\x80"},
+             {0x10FFFF, "\xf4\x8f\xbf\xbf"}};
+    for (size_t i = 0; i < sizeof e / sizeof e[0]; i++) {
+        int k = utf8_encode(e[i].cp, buf);
+        CHECK_MSG(k == (int)strlen(e[i].b) && !memcmp(buf, e[i].b, (size_t)k), "encode U+%04X", e[i].cp);
+    }
+    CHECK_EQ_INT(utf8_encode(0xD800, buf), 0);
+    CHECK_EQ_INT(utf8_encode(0xDFFF, buf), 0);
+    CHECK_EQ_INT(utf8_encode(0x110000, buf), 0);
     uint32_t cps[] = {0x24, 0xA2, 0x20AC, 0x10348};
     int lens[] = {1, 2, 3, 4};
     for (int i = 0; i < 4; i++) {
@@ -90,6 +113,29 @@ static void test_bytes_to_unicode(void) {
         if (m[b] >= 0x144 || seen[m[b]]++) dup = 1;
     }
     CHECK(!dup);
+}
+
+/* docs/TOKENIZER.md's table of tokenizer.ggml.pre values: the regex list
+ * each name selects, and ignore_merges for the Llama-3 names only. */
+static void test_pre_names(void) {
+    static const struct {
+        const char *name;
+        int pre, ignore_merges;
+    } v[] = {
+        {"default", PRE_DEFAULT, 0},  {"gpt2", PRE_GPT2, 0},         {"gpt-2", PRE_GPT2, 0},
+        {"smollm", PRE_SMOLLM, 0},    {"starcoder", PRE_SMOLLM, 0},  {"refact", PRE_SMOLLM, 0},
+        {"command-r", PRE_SMOLLM, 0}, {"codeshell", PRE_SMOLLM, 0},  {"exaone", PRE_SMOLLM, 0},
+        {"minerva", PRE_SMOLLM, 0},   {"minerva-7b", PRE_SMOLLM, 0}, {"llama3", PRE_LLAMA3, 1},
+        {"llama-v3", PRE_LLAMA3, 1},  {"llama-bpe", PRE_LLAMA3, 1},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        int pre = -1, im = -1;
+        CHECK_MSG(bpe_pre_parse(v[i].name, &pre, &im) == 0 && pre == v[i].pre && im == v[i].ignore_merges,
+                  "pre '%s': %d %d, want %d %d", v[i].name, pre, im, v[i].pre, v[i].ignore_merges);
+    }
+    int pre, im;
+    CHECK_EQ_INT(bpe_pre_parse("llama", &pre, &im), 1);
+    CHECK_EQ_INT(bpe_pre_parse("qwen2", &pre, &im), 1);
 }
 
 /* Pieces of s joined with '|'. */
@@ -124,6 +170,9 @@ static void test_pretokenizers(void) {
         {PRE_LLAMA3, "Hello, world! 12345 $x+=1", "Hello|,| world|!| |123|45| $|x|+=|1"},
         {PRE_LLAMA3, "I'M here", "I|'M| here"},
         {PRE_LLAMA3, "a\n\n b", "a|\n\n| b"},
+        {PRE_LLAMA3, "a\nb", "a|\n|b"},        /* a newline does not prefix a word */
+        {PRE_LLAMA3, "x;\n\ny", "x|;\n\n|y"},  /* punctuation takes the newlines after it */
+        {PRE_LLAMA3, "a,\r\nb", "a|,\r\n|b"},
         {PRE_DEFAULT, "don't", "don|'|t"},
         {PRE_DEFAULT, "Hello, world! 12345 $x+=1", "Hello|,| world|!| |123|45| |$|x|+=|1"},
         {PRE_DEFAULT, "x'sy", "x|'|sy"},
@@ -338,6 +387,7 @@ int main(void) {
     test_unicode();
     test_utf8();
     test_bytes_to_unicode();
+    test_pre_names();
     test_pretokenizers();
     test_bpe();
     test_spm();
