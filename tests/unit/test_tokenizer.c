@@ -216,11 +216,13 @@ static void test_bpe(void) {
     int abc = tiny_vocab_add(&v, "abc", TT_NORMAL, 0);
     int ctl = tiny_vocab_add(&v, "<|x|>", TT_CONTROL, 0), usr = tiny_vocab_add(&v, "<u>", TT_USER, 0);
     int eot = tiny_vocab_add(&v, "<|im_end|>", TT_NORMAL, 0); /* EOG text: promoted to control */
+    int usrx = tiny_vocab_add(&v, "<u>x", TT_USER, 0);           /* "<u>" is a prefix of it */
     v.merges[v.nm++] = "b c";
     v.merges[v.nm++] = "a b";
     v.merges[v.nm++] = "a bc";
     v.merges[v.nm++] = "ab c";
     v.merges[v.nm++] = "x zz"; /* names a missing token: skipped with a warning */
+    v.merges[v.nm++] = "c a";  /* its result "ca" is missing: skipped too */
     tok_spec s = tiny_vocab_spec(&v, "test.gguf", "gpt2", "gpt2");
     s.eos = eot;
     kb_tokenizer *t;
@@ -246,6 +248,12 @@ static void test_bpe(void) {
     CHECK(strcmp(enc(t, "a<|x|>b", 0, 0), want) != 0);
     sprintf(want, "%d %d %d", 'a', usr, 'b');
     CHECK_STREQ(enc(t, "a<u>b", 0, 0), want);
+    /* the longest special token at a position wins */
+    sprintf(want, "%d %d %d", 'a', usrx, 'b');
+    CHECK_STREQ(enc(t, "a<u>xb", 0, 0), want);
+    /* a merge whose result is not in the vocabulary never fires */
+    sprintf(want, "%d %d", 'c', 'a');
+    CHECK_STREQ(enc(t, "ca", 1, 0), want);
     CHECK(tokenizer_is_eog(t, eot));
     CHECK(tokenizer_is_control(t, eot));
     CHECK(!tokenizer_is_eog(t, ctl));
@@ -262,6 +270,8 @@ static void test_bpe(void) {
     CHECK_EQ_INT(tokenizer_piece(t, 10, 0, buf, 8), 1); /* byte 0x0A */
     CHECK_EQ_INT(buf[0], '\n');
     CHECK_EQ_INT(tokenizer_piece(t, ctl, 0, buf, 8), 0);
+    CHECK_EQ_INT(tokenizer_piece(t, usr, 0, buf, 8), 3); /* user-defined: always its text */
+    CHECK(!memcmp(buf, "<u>", 3));
     CHECK_EQ_INT(tokenizer_piece(t, -1, 1, buf, 8), 0);
     tokenizer_free(t);
 
@@ -282,10 +292,60 @@ static void test_bpe(void) {
     CHECK(strstr(err.msg, "bos_token_id") != NULL);
     e = tiny_vocab_spec(&v, "test.gguf", "gpt2", "llama-bpe"); /* llama3 wants BOS by default but has none */
     CHECK_EQ_INT(tokenizer_build(&e, &t, &err), KB_EINPUT);
+    /* add_eos_token = true without an EOS is refused, as add_bos_token */
+    e = tiny_vocab_spec(&v, "test.gguf", "gpt2", "gpt2");
+    e.add_eos = 1;
+    CHECK_EQ_INT(tokenizer_build(&e, &t, &err), KB_EINPUT);
+    CHECK(strstr(err.msg, "add_eos_token") != NULL);
+    /* add_bos (tokenizer.h): 0 adds nothing (no EOS either), 1 BOS and EOS as
+     * the model wants (here: EOS only), 2 BOS always */
+    e.eos = eot;
+    e.bos = ctl;
+    CHECK_EQ_INT(tokenizer_build(&e, &t, &err), 0);
+    if (t) {
+        sprintf(want, "%d", ab);
+        CHECK_STREQ(enc(t, "ab", 1, 0), want);
+        sprintf(want, "%d %d", ab, eot);
+        CHECK_STREQ(enc(t, "ab", 1, 1), want);
+        sprintf(want, "%d %d", ctl, ab); /* (whether 2 adds EOS is not specified) */
+        CHECK(!strncmp(enc(t, "ab", 1, 2), want, strlen(want)));
+        tokenizer_free(t);
+    }
     /* missing pre: default with a warning */
     e = tiny_vocab_spec(&v, "test.gguf", "gpt2", NULL);
     CHECK_EQ_INT(tokenizer_build(&e, &t, &err), 0);
     if (t) CHECK_STREQ(tokenizer_pre_name(t), "default");
+    tokenizer_free(t);
+}
+
+/* Stop tokens (docs/TOKENIZER.md): EOS, plus every token whose text is on
+ * the list there, each then a control token. A SentencePiece vocabulary (no
+ * merges needed) whose default EOS, id 2, is a text not on the list. */
+static void test_eog(void) {
+    static const char *const stops[] = {
+        "<|eot_id|>",   "<|end_of_text|>", "<|im_end|>",  "<|endoftext|>", "</s>",      "<|eom_id|>",
+        "<|end|>",      "<end_of_turn>",   "<EOT>",       "<|fim_repo|>",  "<|repo_name|>", "<fim-repo>",
+        "<REPO>",       "<reponame>",      "<|file_sep|>", "<|fim_pad|>",  "<fim-pad>", "<fim_pad>",
+    };
+    static tiny_vocab v;
+    memset(&v, 0, sizeof v);
+    tiny_vocab_add(&v, "<unk>", TT_UNKNOWN, 0);
+    int bos = tiny_vocab_add(&v, "<s>", TT_CONTROL, 0);
+    int stop = tiny_vocab_add(&v, "<stop>", TT_NORMAL, 0);
+    int first = v.n;
+    for (size_t i = 0; i < sizeof stops / sizeof stops[0]; i++) tiny_vocab_add(&v, stops[i], TT_NORMAL, 0);
+    int other = tiny_vocab_add(&v, "<|im_start|>", TT_NORMAL, 0);
+    tok_spec s = tiny_vocab_spec(&v, "test.gguf", "llama", NULL);
+    kb_tokenizer *t;
+    kb_err err = {0};
+    CHECK_EQ_INT(tokenizer_build(&s, &t, &err), 0);
+    if (!t) return;
+    CHECK_EQ_INT(tokenizer_eos(t), stop);
+    CHECK(tokenizer_is_eog(t, stop));
+    for (int i = first; i < other; i++)
+        CHECK_MSG(tokenizer_is_eog(t, i) && tokenizer_is_control(t, i), "'%s' is a stop", stops[i - first]);
+    CHECK(!tokenizer_is_eog(t, other) && !tokenizer_is_control(t, other));
+    CHECK(!tokenizer_is_eog(t, bos));
     tokenizer_free(t);
 }
 
@@ -390,6 +450,7 @@ int main(void) {
     test_pre_names();
     test_pretokenizers();
     test_bpe();
+    test_eog();
     test_spm();
     test_chat();
     return check_summary("tokenizer");
