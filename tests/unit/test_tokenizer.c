@@ -369,6 +369,14 @@ static void test_spm(void) {
     int sa = tiny_vocab_add(&v, "\xe2\x96\x81" "a", TT_NORMAL, -1);
     int ab = tiny_vocab_add(&v, "ab", TT_NORMAL, -2);
     int sab = tiny_vocab_add(&v, "\xe2\x96\x81" "ab", TT_NORMAL, -3);
+    /* merging may form normal, user-defined and undefined tokens only */
+    int ef = tiny_vocab_add(&v, "ef", TT_UNDEFINED, -5);
+    int sb = tiny_vocab_add(&v, "\xe2\x96\x81" "b", TT_USER, -0.5f);
+    tiny_vocab_add(&v, "cd", TT_CONTROL, 0);
+    tiny_vocab_add(&v, "\xe2\x96\x81" "cd", TT_NORMAL, -6); /* reachable only through the control "cd" */
+    tiny_vocab_add(&v, "#", TT_CONTROL, 0);
+    int lowbyte = tiny_vocab_add(&v, "<0x7e>", TT_BYTE, 0); /* lower-case hex: still byte 0x7E */
+    int unused = tiny_vocab_add(&v, "<unused0>", TT_UNUSED, 0);
     (void)a;
     tok_spec s = tiny_vocab_spec(&v, "test.gguf", "llama", NULL);
     kb_tokenizer *t;
@@ -383,6 +391,17 @@ static void test_spm(void) {
     CHECK_STREQ(enc(t, "ab", 1, 1), want);
     sprintf(want, "%d %d", sab, b);
     CHECK_STREQ(enc(t, "abb", 1, 0), want);
+    /* ▁ e f -> ▁ ef (undefined); ▁ b -> ▁b (user-defined, matched by merging) */
+    sprintf(want, "%d %d", sp, ef);
+    CHECK_STREQ(enc(t, "ef", 1, 0), want);
+    sprintf(want, "%d", sb);
+    CHECK_STREQ(enc(t, "b", 1, 0), want);
+    /* plain text never gives a control token, merged or single: ▁ c d stays
+     * (so "▁cd" is never reached), '#' falls back to its byte */
+    sprintf(want, "%d %d %d", sp, 3 + 'c', 3 + 'd');
+    CHECK_STREQ(enc(t, "cd", 0, 0), want);
+    sprintf(want, "%d %d", sp, 3 + '#');
+    CHECK_STREQ(enc(t, "#", 0, 0), want);
     sprintf(want, "%d %d %d %d", sa, sp, 3 + 0xC3, 3 + 0xA9);
     CHECK_STREQ(enc(t, "a \xc3\xa9", 1, 0), want);
     /* BOS in the text is not doubled; a space is prefixed after a special */
@@ -402,11 +421,56 @@ static void test_spm(void) {
     char *d = tokenizer_decode(t, d1, 5, 0);
     CHECK_STREQ(d, "ab \xc3\xa9");
     free(d);
+    /* an unused token is rendered only on request, as a control token */
+    int32_t d2[] = {a, unused, lowbyte, b};
+    d = tokenizer_decode(t, d2, 4, 0);
+    CHECK_STREQ(d, "a~b");
+    free(d);
+    d = tokenizer_decode(t, d2, 4, 1);
+    CHECK_STREQ(d, "a<unused0>~b");
+    free(d);
+    CHECK(tokenizer_is_control(t, unused));
     (void)unk;
     CHECK(tokenizer_is_eog(t, eos));
     CHECK(!tokenizer_is_eog(t, bos));
     CHECK_EQ_INT(tokenizer_chat_format(t), KB_CHAT_VICUNA); /* SPM without template */
     tokenizer_free(t);
+
+    /* without add_space_prefix no leading space is dropped when decoding */
+    s.add_space_prefix = 0;
+    CHECK_EQ_INT(tokenizer_build(&s, &t, &err), 0);
+    if (t) {
+        int32_t d3[] = {sa, b};
+        d = tokenizer_decode(t, d3, 2, 0);
+        CHECK_STREQ(d, " ab");
+        free(d);
+        tokenizer_free(t);
+    }
+
+    /* no byte tokens: a final symbol that is not a token is one UNK, however
+     * many bytes it has (▁ a ▁ é -> ▁ a ▁ UNK) */
+    static tiny_vocab w;
+    memset(&w, 0, sizeof w);
+    tiny_vocab_add(&w, "<unk>", TT_UNKNOWN, 0);
+    tiny_vocab_add(&w, "<s>", TT_CONTROL, 0);
+    tiny_vocab_add(&w, "</s>", TT_CONTROL, 0);
+    tiny_vocab_add(&w, "\xe2\x96\x81", TT_NORMAL, -1);
+    tiny_vocab_add(&w, "a", TT_NORMAL, -2);
+    s = tiny_vocab_spec(&w, "test.gguf", "llama", NULL);
+    CHECK_EQ_INT(tokenizer_build(&s, &t, &err), 0);
+    if (t) {
+        CHECK_STREQ(enc(t, "a \xc3\xa9", 1, 0), "3 4 3 0");
+        tokenizer_free(t);
+    }
+    /* the SentencePiece default EOS (2) outside a 2-token vocabulary: no EOS */
+    w.n = 2;
+    s = tiny_vocab_spec(&w, "test.gguf", "llama", NULL);
+    CHECK_EQ_INT(tokenizer_build(&s, &t, &err), 0);
+    if (t) {
+        CHECK_EQ_INT(tokenizer_bos(t), 1);
+        CHECK_EQ_INT(tokenizer_eos(t), -1);
+        tokenizer_free(t);
+    }
 }
 
 static void test_chat(void) {
