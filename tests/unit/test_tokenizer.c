@@ -505,6 +505,37 @@ static void test_chat(void) {
     CHECK_EQ_INT(chat_detect("x<|start_header_id|>y", 0), KB_CHAT_LLAMA3);
     CHECK_EQ_INT(chat_detect("'[INST] ' + m", 1), KB_CHAT_MISTRAL);
     CHECK_EQ_INT(chat_detect(NULL, 0), KB_CHAT_RAW);
+    /* docs/TOKENIZER.md: the order of the substrings, Vicuna only with both
+     * USER: and ASSISTANT:, an empty template as none */
+    CHECK_EQ_INT(chat_detect("<|start_header_id|> [INST]", 1), KB_CHAT_LLAMA3);
+    CHECK_EQ_INT(chat_detect("<|im_start|> <|start_header_id|>", 0), KB_CHAT_CHATML_NOSYS);
+    CHECK_EQ_INT(chat_detect("USER: {{ m }} ASSISTANT:", 1), KB_CHAT_VICUNA);
+    CHECK_EQ_INT(chat_detect("USER: {{ m }}", 1), KB_CHAT_RAW);
+    CHECK_EQ_INT(chat_detect("{{ m }} ASSISTANT:", 1), KB_CHAT_RAW);
+    CHECK_EQ_INT(chat_detect("", 1), KB_CHAT_VICUNA);
+    CHECK_EQ_INT(chat_detect("", 0), KB_CHAT_RAW);
+    /* raw: [{S}\n\n]{U}, then {A}\n\n{U} */
+    s = chat_first_turn(KB_CHAT_RAW, "S", "U");
+    CHECK_STREQ(s, "S\n\nU");
+    free(s);
+    s = chat_first_turn(KB_CHAT_RAW, NULL, "U");
+    CHECK_STREQ(s, "U");
+    free(s);
+    s = chat_next_turn(KB_CHAT_RAW, "A", "U");
+    CHECK_STREQ(s, "A\n\nU");
+    free(s);
+    /* Llama-3's |trim is Python's str.strip(): U+001C..U+001F, NEL and
+     * U+3000 go ("\x1c\x1dsys\x1e\x1f".strip() == "sys"); a stray byte is
+     * not whitespace, so it and the space before it stay */
+    s = chat_first_turn(KB_CHAT_LLAMA3, "\x1c\x1dsys\x1e\x1f", "\xc2\x85 hi \xe3\x80\x80");
+    CHECK_STREQ(s, "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nsys<|eot_id|>"
+                   "<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"
+                   "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    free(s);
+    s = chat_next_turn(KB_CHAT_LLAMA3, "ok", "hi \x80");
+    CHECK_STREQ(s, "ok<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nhi \x80<|eot_id|>"
+                   "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    free(s);
 }
 
 int main(void) {
