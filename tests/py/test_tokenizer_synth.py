@@ -144,6 +144,32 @@ def test_ignore_merges(bl_vocab, tmp_path):
         assert whole == (pre == "llama-bpe")
 
 
+def test_decode_bytes_that_never_occur_in_utf8(bl_vocab, tmp_path):
+    """C0, C1 and F5..FF have no token in SmolLM2 (so test_tokenizer.py's
+    random decode never meets them); the trained vocabulary has all 256 byte
+    tokens. Decoding replaces each maximal ill-formed subpart by U+FFFD as
+    Python's bytes.decode("utf-8", "replace") does (the reference): C0 80 is
+    two replacement characters, not an overlong U+0000; F5 80 80 80 is four."""
+    import random
+    tokens, merges, types = bl_vocab
+    path = tmp_path / "bytes.gguf"
+    ref.write_tokenizer_gguf(path, "gpt2", tokens, types=types, merges=merges, pre="gpt2")
+    # GPT-2's bytes_to_unicode
+    bs = list(range(0x21, 0x7F)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    b2u = {b: chr(b) for b in bs}
+    b2u.update({b: chr(0x100 + k) for k, b in enumerate(b for b in range(256) if b not in bs)})
+    tid = {t: i for i, t in enumerate(tokens)}
+    assert all(b2u[b] in tid for b in range(256))
+    rng = random.Random(5)
+    pool = [0xC0, 0xC1, 0xF5, 0xF6, 0xF7, 0xF8, 0xFB, 0xFC, 0xFE, 0xFF, 0x80, 0x8F, 0x90, 0xBF, 0x41]
+    seqs = [b"\xc0\x80", b"\xc1\xbf", b"\xf5\x80\x80\x80", b"\xf7\xbf\xbf\xbf", b"a\xf4\x8f\xbf\xbfz"]
+    seqs += [bytes(rng.choice(pool) for _ in range(rng.randint(1, 8))) for _ in range(500)]
+    got = decode_all(path, [[tid[b2u[b]] for b in q] for q in seqs], tmp_path)
+    for q, g in zip(seqs, got):
+        assert g == q.decode("utf-8", "replace"), q
+    assert got[:2] == ["\ufffd\ufffd"] * 2 and got[4] == "a\U0010ffffz"
+
+
 def test_llama3_bos_and_stops(bl_vocab, tmp_path):
     path, bos = byte_level_case(bl_vocab, "llama-bpe", tmp_path)
     plain = encode_all(path, ["hi"], tmp_path)[0]
