@@ -316,3 +316,12 @@ def test_bad_tokenizer_metadata(smol, tmp_path):
     ref.write_tokenizer_gguf(badbos, "gpt2", toks, merges=merges, pre="smollm", bos=100000)
     r = run(["-m", str(badbos), "-p", "x"])
     assert r.returncode == 2 and b"bos_token_id" in r.stderr
+    # token_type: a value outside 0..6 (TOKENIZER.md: refused, naming the
+    # token), and token_type / scores shorter than tokens
+    for name, kw, want in [("type7", dict(types=[1] * 399 + [7]), b"token_type[399] = 7"),
+                           ("shorttypes", dict(types=[1] * 399), b"token_type has 399 entries for 400"),
+                           ("shortscores", dict(scores=[0.0] * 399), b"scores has 399 entries for 400")]:
+        path = tmp_path / (name + ".gguf")
+        ref.write_tokenizer_gguf(path, "gpt2", toks, merges=merges, pre="smollm", **kw)
+        r = run(["-m", str(path), "-p", "x"])
+        assert r.returncode == 2 and want in r.stderr, (name, r.stderr)

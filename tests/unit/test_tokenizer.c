@@ -311,6 +311,25 @@ static void test_bpe(void) {
         CHECK(!strncmp(enc(t, "ab", 1, 2), want, strlen(want)));
         tokenizer_free(t);
     }
+    /* a token text twice is refused, naming both ids; empty texts are
+     * allowed, any number of them (docs/TOKENIZER.md, Decisions) */
+    static tiny_vocab dv;
+    memcpy(&dv, &v, sizeof dv);
+    int dup = tiny_vocab_add(&dv, "bc", TT_NORMAL, 0);
+    e = tiny_vocab_spec(&dv, "test.gguf", "gpt2", "gpt2");
+    CHECK_EQ_INT(tokenizer_build(&e, &t, &err), KB_EINPUT);
+    sprintf(want, "token %d 'bc' duplicates token %d", dup, bc);
+    CHECK(strstr(err.msg, want) != NULL);
+    dv.n--;
+    tiny_vocab_add(&dv, "", TT_NORMAL, 0);
+    tiny_vocab_add(&dv, "", TT_NORMAL, 0);
+    e = tiny_vocab_spec(&dv, "test.gguf", "gpt2", "gpt2");
+    CHECK_EQ_INT(tokenizer_build(&e, &t, &err), 0);
+    if (t) {
+        sprintf(want, "%d", abc);
+        CHECK_STREQ(enc(t, "abc", 1, 0), want);
+        tokenizer_free(t);
+    }
     /* missing pre: default with a warning */
     e = tiny_vocab_spec(&v, "test.gguf", "gpt2", NULL);
     CHECK_EQ_INT(tokenizer_build(&e, &t, &err), 0);
