@@ -258,6 +258,16 @@ static void test_bpe(void) {
     /* the longest special token at a position wins */
     sprintf(want, "%d %d %d", 'a', usrx, 'b');
     CHECK_STREQ(enc(t, "a<u>xb", 0, 0), want);
+    /* the empty text: no ids, but an array (tokenizer.h: non-NULL) */
+    int32_t *none = NULL;
+    int n_none = -1;
+    tokenizer_encode(t, "", 0, 1, 1, &none, &n_none, &err);
+    CHECK(none != NULL && n_none == 0);
+    free(none);
+    none = NULL;
+    tokenizer_encode_cont(t, "", 0, &none, &n_none, &err);
+    CHECK(none != NULL && n_none == 0);
+    free(none);
     /* a merge whose result is not in the vocabulary never fires */
     sprintf(want, "%d %d", 'c', 'a');
     CHECK_STREQ(enc(t, "ca", 1, 0), want);
