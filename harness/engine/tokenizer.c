@@ -297,7 +297,7 @@ int tokenizer_build(const tok_spec *s, kb_tokenizer **out, kb_err *err) {
         int32_t id = tok_lookup(t, eog_texts[k], strlen(eog_texts[k]));
         if (id < 0) continue;
         t->eog[id] = 1;
-        if (t->type[id] != TT_CONTROL && t->type[id] != TT_USER) t->type[id] = TT_CONTROL;
+        t->type[id] = TT_CONTROL; /* a user-defined one too (llama.cpp: any type without the control bit) */
     }
 
     build_specials(t);

@@ -369,7 +369,10 @@ static void test_eog(void) {
     int bos = tiny_vocab_add(&v, "<s>", TT_CONTROL, 0);
     int stop = tiny_vocab_add(&v, "<stop>", TT_NORMAL, 0);
     int first = v.n;
-    for (size_t i = 0; i < sizeof stops / sizeof stops[0]; i++) tiny_vocab_add(&v, stops[i], TT_NORMAL, 0);
+    /* all typed normal except one user-defined: a user-defined token is
+     * matched and decoded always, a control one only on request */
+    for (size_t i = 0; i < sizeof stops / sizeof stops[0]; i++)
+        tiny_vocab_add(&v, stops[i], i == 2 ? TT_USER : TT_NORMAL, 0);
     int other = tiny_vocab_add(&v, "<|im_start|>", TT_NORMAL, 0);
     tok_spec s = tiny_vocab_spec(&v, "test.gguf", "llama", NULL);
     kb_tokenizer *t;
@@ -381,6 +384,11 @@ static void test_eog(void) {
     for (int i = first; i < other; i++)
         CHECK_MSG(tokenizer_is_eog(t, i) && tokenizer_is_control(t, i), "'%s' is a stop", stops[i - first]);
     CHECK(!tokenizer_is_eog(t, other) && !tokenizer_is_control(t, other));
+    /* the user-defined <|im_end|> too: not in the text decoded without render_special */
+    int32_t ids[] = {first + 2, other};
+    char *d = tokenizer_decode(t, ids, 2, 0);
+    CHECK_STREQ(d, "<|im_start|>");
+    free(d);
     CHECK(!tokenizer_is_eog(t, bos));
     tokenizer_free(t);
 }
