@@ -275,6 +275,9 @@ static void test_bpe(void) {
     CHECK(tokenizer_is_control(t, eot));
     CHECK(!tokenizer_is_eog(t, ctl));
     CHECK_EQ_INT(tokenizer_add_bos(t), 0);
+    /* add_bos = 2 adds BOS only when the vocabulary has one (here none) */
+    sprintf(want, "%d", ab);
+    CHECK_STREQ(enc(t, "ab", 1, 2), want);
     /* decoding: bytes back; control text only when rendered */
     int32_t ids[] = {'a', ctl, 32, bc, usr};
     char *d = tokenizer_decode(t, ids, 5, 0);
