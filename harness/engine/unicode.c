@@ -3,14 +3,6 @@
 
 #include <string.h>
 
-int utf8_len(uint8_t lead) {
-    if (lead < 0x80) return 1;
-    if ((lead & 0xE0) == 0xC0) return 2;
-    if ((lead & 0xF0) == 0xE0) return 3;
-    if ((lead & 0xF8) == 0xF0) return 4;
-    return 1;
-}
-
 uint32_t utf8_decode(const char *s, size_t len, size_t *n) {
     const uint8_t *u = (const uint8_t *)s;
     *n = 1;

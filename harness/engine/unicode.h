@@ -47,8 +47,6 @@ size_t utf8_lossy(const char *s, size_t n, char *out);
 /* Writes cp as UTF-8 into out (4 bytes room); returns the length (0 for an
  * invalid code point). */
 int utf8_encode(uint32_t cp, char *out);
-/* Byte length of the UTF-8 sequence a lead byte announces (1 for invalid). */
-int utf8_len(uint8_t lead);
 
 int unicode_category(uint32_t cp);
 int unicode_is_whitespace(uint32_t cp);
