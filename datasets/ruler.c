@@ -328,15 +328,16 @@ static const char *type_key(val_kind k, int plural) {
  * integers (no ties occur). */
 static int depth_grid(int g) { return (200 * g + 39) / 78; }
 
-/* Does word w end a sentence (., ! or ? before any closing quotes/brackets)? */
+/* Does word w end a sentence (., ! or ? before any closing quotes/brackets,
+ * in any order: `so.)\u201d` too, which until 2026-12-06 did not)? */
 static int ends_sentence(const char *w) {
     size_t n = strlen(w);
-    while (n && strchr("\"')]", w[n - 1])) n--;
-    while (n >= 3 && (unsigned char)w[n - 1] >= 0x80) {
-        /* closing curly quotes U+2019 / U+201D */
-        if ((unsigned char)w[n - 3] == 0xE2 && (unsigned char)w[n - 2] == 0x80 &&
-            ((unsigned char)w[n - 1] == 0x99 || (unsigned char)w[n - 1] == 0x9D))
-            n -= 3;
+    for (;;) {
+        if (n && strchr("\"')]", w[n - 1]))
+            n--;
+        else if (n >= 3 && (unsigned char)w[n - 3] == 0xE2 && (unsigned char)w[n - 2] == 0x80 &&
+                 ((unsigned char)w[n - 1] == 0x99 || (unsigned char)w[n - 1] == 0x9D))
+            n -= 3; /* closing curly quotes U+2019 / U+201D */
         else
             break;
     }

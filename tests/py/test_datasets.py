@@ -226,7 +226,14 @@ DEPTH_GRID = {round(100 * i / 39) for i in range(40)}
                                   "niah_multivalue", "niah_multiquery"])
 def test_ruler_essay_needles_at_grid_depths(tmp_path, task):
     cfg = [{"task": task, "lengths": [1024, 2048], "samples": 3, "prompts": ruler_wording(tmp_path)}]
-    for s in prompts(cfg, tmp_path, "--haystack", HAY):
+    check_essay_needles(prompts(cfg, tmp_path, "--haystack", HAY))
+
+
+def check_essay_needles(rows):
+    """The needles of an essay haystack: answers are the values of the asked
+    keys, and the first answer's needle follows n_sentences * d // 100
+    haystack sentences, d on the 40-point grid."""
+    for s in rows:
         user = s["turns"][0]["user"]
         context, query = user.rsplit("\nQUERY: ", 1)
         keys = re.split(r", and |, ", query)
@@ -254,6 +261,25 @@ def test_ruler_essay_needles_at_grid_depths(tmp_path, task):
         d = round(s["depth"] * 100)
         assert d in DEPTH_GRID
         assert before == sents * d // 100, (s["id"], before, sents, d)
+
+
+def test_ruler_essay_sentences_end_before_closing_quotes(tmp_path):
+    """DATASETS.md: a sentence ends at a word ending in `.`, `!` or `?` before
+    any closing quotes or brackets (", ', ), ], U+2019, U+201D, in any order);
+    the fixture haystack has none, so this one has each of them, and words
+    where the mark is not last before them (`e.g`, `(.x`)."""
+    hay = tmp_path / "hay"
+    hay.mkdir()
+    ends = ['so."', "so.'", "so!)", "so?]", "so.\u2019", "so.\u201d", 'so?")', "so.)\u201d",
+            "so!\u2019)", "so.\u201d'"]
+    other = ["e.g", "(.x", "a.b", "mid", "word", "so\u201d", "x)", "no,"]
+    words = []
+    for i in range(600):
+        words.append(other[i % len(other)] if i % 3 else ends[(i // 3) % len(ends)])
+    (hay / "q.txt").write_text(" ".join(words) + "\n", encoding="utf-8")
+    for task in ("niah_single_2", "niah_multikey_1"):
+        cfg = [{"task": task, "lengths": [1024, 2048], "samples": 4, "prompts": ruler_wording(tmp_path)}]
+        check_essay_needles(prompts(cfg, tmp_path, "--haystack", str(hay)))
 
 
 @pytest.mark.parametrize("task", ["niah_single_1", "niah_multikey_2", "niah_multikey_3"])
