@@ -3,6 +3,7 @@
  * Python implementation of the published algorithms), template formatting,
  * turn scoring rules and the registry. Generated prompts are tested end to
  * end in tests/py/test_datasets.py. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,6 +72,58 @@ static void test_rng_helpers(void) {
     CHECK(x != rng_next(&c));
 }
 
+/* The distributions the generators rely on, checked by counting: rng_range
+ * reaches both ends (a needle key of 9999999, a prefix_suffix string of 32
+ * characters); a Fisher-Yates shuffle of 3 gives each of the 6 orders; and
+ * rng_sample's two paths give every value with probability k / n, in every
+ * position with 1 / n, never twice. Bounds: binomial counts within 5 sd or
+ * more (60000 shuffles: sd of a 1/6 count ~91, bound 500; 30000 samples:
+ * sd of a k/n count <= 87, of a position count <= 66, bound 10% of the mean,
+ * >= 5 sd). */
+static void test_rng_distributions(void) {
+    kb_rng r;
+    rng_seed(&r, 11);
+    int seen[7] = {0};
+    for (int i = 0; i < 1000; i++) {
+        long v = rng_range(&r, -3, 3);
+        if (v >= -3 && v <= 3) seen[v + 3] = 1;
+    }
+    for (int v = 0; v < 7; v++) CHECK_MSG(seen[v], "rng_range(-3, 3) never gave %d", v - 3);
+    int perm[6] = {0};
+    for (int i = 0; i < 60000; i++) {
+        int a[3] = {0, 1, 2};
+        rng_shuffle(&r, a, 3, sizeof a[0]);
+        /* the order's index: a[0] * 2 + (a[1] > a[2]) */
+        perm[a[0] * 2 + (a[1] > a[2])]++;
+    }
+    for (int p = 0; p < 6; p++) CHECK_MSG(abs(perm[p] - 10000) < 500, "order %d: %d", p, perm[p]);
+    static const int nk[2][2] = {{8, 2}, {5, 4}}; /* k * 4 <= n: redraws; else partial Fisher-Yates */
+    for (int c = 0; c < 2; c++) {
+        int n = nk[c][0], k = nk[c][1], reps = 30000, any[8] = {0}, first[8] = {0}, dup = 0;
+        for (int rep = 0; rep < reps; rep++) {
+            int out[8];
+            rng_sample(&r, n, k, out);
+            for (int i = 0; i < k; i++) {
+                if (out[i] < 0 || out[i] >= n) {
+                    dup++;
+                    continue;
+                }
+                any[out[i]]++;
+                for (int j = 0; j < i; j++) dup += out[j] == out[i];
+            }
+            if (out[0] >= 0 && out[0] < n) first[out[0]]++;
+        }
+        CHECK_MSG(!dup, "rng_sample(%d, %d): %d repeated or out of range", n, k, dup);
+        for (int v = 0; v < n; v++) {
+            double want_any = (double)reps * k / n, want_first = (double)reps / n;
+            CHECK_MSG(fabs(any[v] - want_any) < 0.1 * want_any, "rng_sample(%d, %d): %d drawn %d times",
+                      n, k, v, any[v]);
+            CHECK_MSG(fabs(first[v] - want_first) < 0.1 * want_first,
+                      "rng_sample(%d, %d): %d first %d times", n, k, v, first[v]);
+        }
+    }
+}
+
 static void test_template(void) {
     kb_err err = {0};
     char *out = NULL;
@@ -84,6 +137,9 @@ static void test_template(void) {
     free(out);
     CHECK_EQ_INT(tpl_format("{missing}", v, 2, "file.json: key", &out, &err), KB_EINPUT);
     CHECK(strstr(err.msg, "file.json: key") && strstr(err.msg, "{missing}"));
+    /* a placeholder is the whole name: "{cont}" is not {context} (Python's
+     * "{cont}".format(context=...) raises KeyError) */
+    CHECK_EQ_INT(tpl_format("{cont}", v, 2, "t", &out, &err), KB_EINPUT);
     CHECK_EQ_INT(tpl_format("a } b", v, 2, "t", &out, &err), KB_EINPUT);
     CHECK_EQ_INT(tpl_format("a { b", v, 2, "t", &out, &err), KB_EINPUT);
     /* placeholders as tpl_format reads them: "{{x}}" is the text {x} */
@@ -175,6 +231,7 @@ static void test_registry(void) {
 int main(void) {
     test_rng_reference();
     test_rng_helpers();
+    test_rng_distributions();
     test_template();
     test_turn_score();
     test_mf_prefix();
