@@ -193,18 +193,88 @@ def test_needle_depth_and_haystack(tmp_path):
         assert len(before.split()) == int(N * s["depth"])
         hay = before.split() + after.split()
         assert hay == [corpus[i % len(corpus)] for i in range(N)]
+        at = int(N * s["depth"])
+        assert user == " ".join(hay[:at] + [needle] + hay[at:])  # one space on each side
         cells[(N, s["depth"])].append(key)
     assert all(len(set(k)) == len(k) for k in cells.values())  # fresh keys per cell
 
 
+def test_needle_words_object_depth_ends_and_key_range(tmp_path):
+    """DATASETS.md: `words` {"min", "max", "n"} gives n values linearly spaced
+    (rounded to the nearest: 10 + 10/3 -> 13, 10 + 20/3 -> 17), n = max - min + 1
+    is taken; min defaults to max(16, max // 40) as in the fitted grid; depths
+    0 and 1 are in [0, 1] (the needle first / after all N words); a key of
+    `digits` digits is uniform over [10^(d-1), 10^d - 1] (with 1 digit and 270
+    keys each of 1..9 is drawn: P(one missing) < 9 * (8/9)^270 ~ 1e-13)."""
+    w = wording(tmp_path, "needle", template="{context}", instruction="", question="")
+    cases = [({"min": 10, "max": 20, "n": 4}, [10, 13, 17, 20]),
+             ({"min": 20, "max": 22, "n": 3}, [20, 21, 22]),
+             ({"max": 800, "n": 2}, [20, 800]),
+             ({"max": 400, "n": 2}, [16, 400])]
+    for words, want in cases:
+        rows = prompts([{"task": "needle", "words": words, "depths": [0, 1], "per_cell": 1, "prompts": w}],
+                       tmp_path, "--haystack", HAY)
+        assert sorted({s["context_words"] for s in rows}) == want, words
+    for s in rows:
+        t = s["turns"][0]
+        needle = "The pass key is {k}. Remember it. {k} is the pass key.".format(k=t["answers"][0])
+        N = s["context_words"]
+        assert t["user"].startswith(needle) if s["depth"] == 0 else t["user"].endswith(" " + needle)
+        assert len(t["user"].replace(needle, "").split()) == N
+    rows = prompts([{"task": "needle", "words": [30], "depths": 9, "per_cell": 30, "digits": 1, "prompts": w}],
+                   tmp_path, "--haystack", HAY)
+    assert len(rows) == 270
+    assert {s["turns"][0]["answers"][0] for s in rows} == {str(k) for k in range(1, 10)}
+
+
+def test_needle_default_corpus_is_fortunes_without_separators(tmp_path):
+    """DATASETS.md: without --haystack the prose is fortunes-min's fortunes,
+    literature and riddles, their `%` separator lines dropped (rebuilt here
+    from the files; skipped where fortunes-min is not installed)."""
+    fdir = "/usr/share/games/fortunes"
+    if not os.path.exists(os.path.join(fdir, "fortunes")):
+        pytest.skip("fortunes-min not installed")
+    corpus = []
+    for name in ("fortunes", "literature", "riddles"):
+        if os.path.exists(os.path.join(fdir, name)):
+            lines = open(os.path.join(fdir, name), encoding="utf-8").read().split("\n")
+            corpus += re.split(r"[ \t\n\r\f\v]+", " ".join(ln for ln in lines if ln != "%").strip())
+    w = wording(tmp_path, "needle", template="{context}", instruction="", question="")
+    rows = prompts([{"task": "needle", "words": [4000], "depths": [1], "per_cell": 1, "prompts": w}], tmp_path)
+    assert "fortunes-min" in rows[0]["provenance"]
+    user = rows[0]["turns"][0]["user"]
+    assert user.split(" ")[:4000] == corpus[:4000]
+
+
 def test_needle_auto_grid_fits_context(tmp_path):
-    rows = prompts([{"task": "needle", "depths": 2, "per_cell": 1}], tmp_path, "--n-ctx", "2048",
-                   "--haystack", HAY)
-    grid = sorted({s["context_words"] for s in rows})
-    assert len(grid) == 10
-    longest = max(rows, key=lambda s: s["prompt_tokens"])
-    assert longest["prompt_tokens"] + 128 <= 2048 < longest["prompt_tokens"] + 128 + 40
-    assert grid[0] == max(16, grid[-1] // 40)
+    """Without `words`, the grid ends at the largest N whose prompt (needle at
+    depth 0.5) + 128 new tokens fits the context, found here by brute force over
+    N with the bytes4 counter, and has 10 values linearly spaced (rounded to the
+    nearest integer) from max(16, N // 40). The context is chosen so that some
+    prompt fits it exactly: a search that wants prompt + 128 < n_ctx, or stops
+    one short, finds a smaller N."""
+    w = json.load(open(os.path.join(ROOT, "configs", "prompts", "needle.json")))
+    corpus = haystack_words()
+
+    def tokens(n, key="1234567"):
+        words = [corpus[i % len(corpus)] for i in range(n)]
+        words.insert(int(n * 0.5), w["needle"].format(key=key))
+        user = w["template"].format(instruction=w["instruction"], context=" ".join(words),
+                                    question=w["question"])
+        return (len(user.encode()) + 3) // 4
+
+    for n_fit in (500, 1100):  # N // 40 below and above 16
+        n_ctx = tokens(n_fit) + 128
+        rows = prompts([{"task": "needle", "depths": 2, "per_cell": 1}], tmp_path, "--n-ctx", str(n_ctx),
+                       "--haystack", HAY)
+        grid = sorted({s["context_words"] for s in rows})
+        longest = max(rows, key=lambda s: s["prompt_tokens"])
+        assert longest["prompt_tokens"] + 128 <= n_ctx < longest["prompt_tokens"] + 128 + 40
+        n_max = n_fit
+        while tokens(n_max + 1) + 128 <= n_ctx:
+            n_max += 1
+        lo = max(16, n_max // 40)
+        assert grid == [lo + round((n_max - lo) * i / 9) for i in range(10)], n_fit
 
 
 # ---------------------------------------------------------------- RULER
