@@ -368,11 +368,56 @@ def test_ruler_line_haystacks(tmp_path, task):
             assert all(ln == noise for i, ln in enumerate(lines) if i != hits[0])
         else:
             assert all(NEEDLE_RE.fullmatch(ln) for ln in lines)
+        if task != "niah_multikey_3":  # keys `adjective-noun`, lemmas of 3-10 letters a-z
+            keys = [NEEDLE_RE.fullmatch(ln).group(2) for ln in lines if NEEDLE_RE.fullmatch(ln)]
+            assert all(re.fullmatch(r"[a-z]{3,10}-[a-z]{3,10}", k) for k in keys), keys
         assert s["depth"] == pytest.approx(hits[0] / (len(lines) - 1))
         if task == "niah_multikey_3":
             assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", value)
         else:
             assert re.fullmatch(r"[1-9]\d{6}", value)
+
+
+RULER_TABLE = {"niah": (128, "string_match_all"), "vt": (30, "string_match_all"),
+               "cwe": (120, "string_match_all"), "fwe": (50, "string_match_all")}
+# needles in the context, distinct keys among them, keys asked (benchmarks.md §2)
+NIAH_SHAPE = {"niah_single_1": (1, 1, 1), "niah_single_2": (1, 1, 1), "niah_single_3": (1, 1, 1),
+              "niah_multikey_1": (4, 4, 1), "niah_multikey_2": (None, None, 1),
+              "niah_multikey_3": (None, None, 1), "niah_multivalue": (4, 1, 1),
+              "niah_multiquery": (4, 4, 4)}
+
+
+def test_ruler_task_table(tmp_path):
+    """benchmarks.md §2: max new tokens niah 128, vt 30, cwe 120, fwe 50;
+    niah_multikey_1 has 4 keys and asks 1, niah_multivalue 4 values of one
+    key, niah_multiquery 4 keys all asked (the answers: the values of the keys
+    asked); RULER's singular template when one value is asked
+    (num_needle_q * num_needle_v == 1), the plural one otherwise."""
+    w = wording(tmp_path, "ruler", niah={
+        "template_one": "ONE {type_needle_v}\n{context}\nQUERY: {query}",
+        "template_many": "MANY {type_needle_v}\n{context}\nQUERY: {query}",
+        "answer_prefix_one": "", "answer_prefix_many": ""})
+    cfg = [dict(t, lengths=[1024], samples=2, prompts=w) for t in SYNTH[1:12]]
+    rows = prompts(cfg, tmp_path, "--haystack", HAY)
+    assert {s["task"] for s in rows} == {t["task"] for t in SYNTH[1:12]}
+    for s in rows:
+        t = s["turns"][0]
+        assert (t["max_new"], t["metric"]) == RULER_TABLE[s["task"].split("_")[0]], s["task"]
+        if s["task"] not in NIAH_SHAPE:
+            continue
+        n_needles, n_keys, n_asked = NIAH_SHAPE[s["task"]]
+        head, context = t["user"].split("\n", 1)
+        context, query = context.rsplit("\nQUERY: ", 1)
+        needles = NEEDLE_RE.findall(context)
+        keys = re.split(r", and |, ", query)
+        assert len(keys) == n_asked and len(set(keys)) == n_asked
+        if n_needles is not None:
+            assert len(needles) == n_needles and len({k for _, k, _ in needles}) == n_keys, s["task"]
+        want = sorted(v for _, k, v in needles if k in keys)
+        assert sorted(t["answers"]) == want
+        one = len(want) == 1
+        plural = needles[0][0]
+        assert head == ("ONE " + plural[:-1] if one else "MANY " + plural), (s["task"], head)
 
 
 def resolve_chains(text):
@@ -391,9 +436,10 @@ def test_ruler_vt_cwe_fwe_answers(tmp_path):
     w = wording(tmp_path, "ruler", vt={"template": "{context}\nQUERY {query} NUM {num_v}", "answer_prefix": " ANS"},
                 cwe={"template": "{context}\nQ {num_cw}", "answer_prefix": " ANS"},
                 fwe={"template": "{context}\nQ", "answer_prefix": ""})
-    cfg = [{"task": "vt", "lengths": [1024, 2048], "samples": 2, "prompts": w},
-           {"task": "cwe", "lengths": [2048, 4608], "samples": 2, "prompts": w},
-           {"task": "fwe", "lengths": [2048], "samples": 2, "prompts": w}]
+    cfg = [{"task": "vt", "lengths": [512], "samples": 20, "prompts": w},
+           {"task": "vt", "lengths": [1024, 2048], "samples": 2, "prompts": w},
+           {"task": "cwe", "lengths": [2048, 4096], "samples": 2, "prompts": w},
+           {"task": "fwe", "lengths": [512, 2048], "samples": 2, "prompts": w}]
     for s in prompts(cfg, tmp_path):
         user, ans = s["turns"][0]["user"], s["turns"][0]["answers"]
         if s["task"] == "vt":
@@ -404,20 +450,46 @@ def test_ruler_vt_cwe_fwe_answers(tmp_path):
             chains = resolve_chains(context)
             assert sorted(v for v, x in chains.items() if x == value) == sorted(ans)
             assert num == "5" and len(ans) == 5
+            # a 5-digit value, 5-letter names; the example's names have 3 letters
+            assert re.fullmatch(r"[1-9]\d{4}", value) and all(re.fullmatch(r"[A-Z]{5}", v) for v in ans)
+            ex_chains = resolve_chains(example)
+            assert len(ex_chains) == 5 and all(re.fullmatch(r"[A-Z]{3}", v) for v in ex_chains)
+            assert all(re.fullmatch(r"[1-9]\d{4}", x) for x in ex_chains.values())
         elif s["task"] == "cwe":
-            main = user.rsplit("\n", 2)[-2]
+            ex_list, main = user.split("\n")[0], user.rsplit("\n", 2)[-2]
             items = re.findall(r"(\d+)\. (\S+)", main)
             assert [int(i) for i, _ in items] == list(range(1, len(items) + 1))
             cnt = collections.Counter(wd for _, wd in items)
             top = [wd for wd, _ in cnt.most_common(10)]
             assert sorted(top) == sorted(ans)
             assert cnt.most_common(11)[-1][1] < cnt.most_common(10)[-1][1]
+            # RULER's counts: below 4096 tokens 10 words x 6 among words x 1 and an
+            # example of 20 words (x 3 / x 1); from 4096 on x 30 / x 3 and an
+            # example of 40 words (x 10 / x 3)
+            small = s["target_tokens"] < 4096
+            assert set(cnt[wd] for wd in ans) == {6 if small else 30}
+            assert set(c for wd, c in cnt.items() if wd not in ans) == {1 if small else 3}
+            ex = collections.Counter(re.findall(r"\d+\. (\S+)", ex_list))
+            assert len(ex) == (20 if small else 40)
+            assert sorted(ex.values()) == sorted([3 if small else 10] * 10 + [1 if small else 3] * (len(ex) - 10))
         else:
             words = user.rsplit("\nQ", 1)[0].split()[-1000000:]
             coded = [wd for wd in words if re.fullmatch(r"[a-z]{6}|\.\.\.", wd)]
             cnt = collections.Counter(coded)
             ranked = [wd for wd, _ in cnt.most_common(4)]
             assert ranked[0] == "..." and ranked[1:] == ans
+            # Zipf(2): rank k of a vocabulary of (target - 50) // 50 words occurs
+            # floor(units / (k^2 zeta(2))) times, for one units (brute force over
+            # the units that the count of rank 1 allows); at 512 tokens the
+            # vocabulary (9 words) is smaller than the ranks that would occur
+            vocab = (s["target_tokens"] - 50) // 50
+            got = sorted(cnt.values(), reverse=True)
+            zeta2 = math.pi ** 2 / 6
+            fits = [u for u in range(int(got[0] * zeta2) - 2, int((got[0] + 1) * zeta2) + 3)
+                    if [c for c in (math.floor(u / (k * k * zeta2)) for k in range(1, vocab + 1)) if c] == got]
+            assert fits, (s["id"], got[:12])
+            if s["target_tokens"] == 512:
+                assert len(got) == vocab == 9
 
 
 def test_ruler_qa_loaders(tmp_path):
@@ -438,6 +510,20 @@ def test_ruler_qa_loaders(tmp_path):
         assert nums == list(range(1, len(nums) + 1))
         assert any(a in t["user"] for a in t["answers"])
         assert "data=" in s["provenance"]
+    # depth = position of the first gold document / documents (DATASETS.md);
+    # the gold documents: the question's paragraph (SQuAD), the question's
+    # context pairs as "title\nsentences joined" (HotpotQA)
+    hotpot = json.load(open(os.path.join(FIX, "ruler", "hotpot_dev.json")))
+    gold = [{p["context"]} for d in squad["data"] for p in d["paragraphs"] for q in p["qas"]
+            if not q["is_impossible"]]
+    gold_qa = {"qa_1": (gold * 2)[:5],
+               "qa_2": [{t + "\n" + "".join(ss) for t, ss in q["context"]} for q in hotpot][:2]}
+    for task, golds in gold_qa.items():
+        for s, g in zip([s for s in rows if s["task"] == task], golds):
+            docs = re.split(r"Document \d+:\n", s["turns"][0]["user"])[1:]
+            docs = [d.split("\n\nAnswer the question using the documents above")[0].rstrip("\n") for d in docs]
+            first = min(i for i, d in enumerate(docs) if d in g)
+            assert s["depth"] == pytest.approx(first / len(docs)), (task, s["id"])
 
 
 # ---------------------------------------------------------------- SCBench-like
