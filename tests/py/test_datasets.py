@@ -44,13 +44,18 @@ def prompts(cfg, tmp_path, *args):
     return [json.loads(ln) for ln in r.stdout.splitlines()]
 
 
-def bytes4(s):
-    """The bytes4 counter, recomputed from the sample (see cmd_prompts.c)."""
+def bytes4_bytes(s):
+    """The bytes the bytes4 counter counts (see cmd_prompts.c)."""
     t = s["turns"][0]
     n = len(t["user"].encode()) + len((t["answer_prefix"] or "").encode())
     if s["chat"]:
         n += len((s["system"] or "").encode()) + 64
-    return (n + 3) // 4
+    return n
+
+
+def bytes4(s):
+    """The bytes4 counter, recomputed from the sample (see cmd_prompts.c)."""
+    return (bytes4_bytes(s) + 3) // 4
 
 
 def haystack_words():
@@ -128,6 +133,58 @@ def test_prompts_fit_targets(tmp_path):
         if s["task"] not in ("qa_1", "qa_2"):  # the QA fixtures hold only a few documents
             # the haystack was grown to fill the target (2% slack for the per-sample step)
             assert total >= 0.9 * s["target_tokens"], (s["task"], s["id"], total)
+
+
+def test_fit_takes_the_largest_haystack_that_fits(tmp_path):
+    """benchmarks.md §2: the largest haystack whose prompt tokens + the task's
+    new tokens fit the target. Sample 0 is the one searched, so one unit more
+    must not fit: a noise line adds len(noise) + 1 bytes (niah_single_1), a
+    UUID pair `, "k": "v"` 80 bytes (scbench_kv_like; later turns reserve
+    max_new + 64 each, a multi-request sample max_new + 32). Over 20 (60)
+    targets some prompt fits exactly (asserted), so a search for prompt + new <
+    target is seen too, and for niah_single_1 one of 32 lines, a size the
+    search grows through."""
+    noise = json.load(open(os.path.join(ROOT, "configs", "prompts", "ruler.json")))["noise"]
+    cases = [({"task": "niah_single_1", "prompts": ruler_wording(tmp_path)}, 830, len(noise) + 1,
+              lambda t: t[0]["max_new"]),
+             ({"task": "scbench_kv_like", "turns": 2}, 1500, 80,
+              lambda t: sum(x["max_new"] for x in t) + 64 * (len(t) - 1)),
+             ({"task": "scbench_kv_like", "turns": 2, "mode": "multi_request"}, 1500, 80,
+              lambda t: t[0]["max_new"] + 32)]
+    for task, base, unit, need in cases:
+        n_len = 60 if task["task"] == "niah_single_1" else 20
+        rows = prompts([dict(task, lengths=list(range(base, base + n_len)), samples=1)], tmp_path)
+        assert len(rows) == n_len
+        exact, exact_pow2 = 0, 0
+        for s in rows:
+            n = bytes4_bytes(s)
+            fits = (n + 3) // 4 + need(s["turns"])
+            assert fits <= s["target_tokens"] < (n + unit + 3) // 4 + need(s["turns"]), (task, s["id"])
+            exact += fits == s["target_tokens"]
+            lines = s["turns"][0]["user"].count(noise)
+            exact_pow2 += fits == s["target_tokens"] and lines == 32
+        assert exact, task
+        # niah_single_1 around 32 noise lines: the size grows 8, 16, 32, ... until one
+        # does not fit, so 32 fitting exactly is a case to see
+        assert exact_pow2 or task["task"] != "niah_single_1"
+    # the other samples step down from sample 0's size by max(1, u // 64) until
+    # they fit (DATASETS.md): niah_single_1's keys differ in length, so some step
+    rows = prompts([dict(cases[0][0], lengths=list(range(1024, 1034)), samples=6)], tmp_path)
+    stepped = 0
+    for s in rows:
+        lines = s["turns"][0]["user"].rsplit("\nQUERY: ", 1)[0].count(noise)
+        if s["id"].endswith("_0"):
+            seq = [lines]
+            while seq[-1] > 1:
+                seq.append(seq[-1] - max(1, seq[-1] // 64))
+            continue
+        assert lines in seq, (s["id"], lines, seq[:5])
+        j = seq.index(lines)
+        if j:  # the size before did not fit
+            stepped += 1
+            n = bytes4_bytes(s) + (seq[j - 1] - lines) * (len(noise) + 1)
+            assert (n + 3) // 4 + 128 > s["target_tokens"], s["id"]
+    assert stepped
 
 
 def test_fit_with_model_tokenizer(tmp_path):
@@ -531,6 +588,9 @@ def test_ruler_qa_loaders(tmp_path):
 def test_scbench_like_answers_and_modes(tmp_path):
     cfg = [dict(t, lengths=[1500], samples=2) for t in SYNTH if t["task"].startswith("scbench")]
     cfg += [{"task": "scbench_kv_like", "lengths": [1500], "samples": 1, "turns": 2, "mode": "multi_request"}]
+    # ten sizes of list, so that the fitted size is odd and even (the list is made odd)
+    cfg += [{"task": "scbench_mf_like", "lengths": list(range(1200, 1210)), "samples": 1, "turns": 3}]
+    lengths = set()  # of the prefix_suffix strings
     for s in prompts(cfg, tmp_path):
         turns = s["turns"]
         if s["multi_request"]:
@@ -557,6 +617,7 @@ def test_scbench_like_answers_and_modes(tmp_path):
                 strings = [ln for ln in context.split("\n") if re.fullmatch(r"[A-Za-z0-9]{16,32}", ln)]
                 match = [x for x in strings if x.startswith(pre_) and x.endswith(suf)]
                 assert match == t["answers"]
+                lengths.update(len(x) for x in strings)
             elif task == "scbench_vt_like":
                 value = re.findall(r"assigned the value (\d+)", q)[-1]
                 chains = resolve_chains(context)
@@ -564,9 +625,39 @@ def test_scbench_like_answers_and_modes(tmp_path):
             elif task == "scbench_mf_like":
                 nums = [int(x) for x in re.search(r"\[([\d, ]+)\]", context).group(1).split(", ")]
                 kind = re.search(r"largest|smallest|median", q).group(0)
+                assert kind == ("largest", "smallest", "median")[turns.index(t) % 3]  # the turns cycle
                 want = {"largest": max(nums), "smallest": min(nums),
                         "median": sorted(nums)[len(nums) // 2]}[kind]
                 assert len(nums) % 2 == 1 and t["answers"] == [str(want)]
+    # 16 to 32 characters, both ends drawn: of ~380 strings P(no 32) < (16/17)^380 ~ 1e-10
+    assert min(lengths) == 16 and max(lengths) == 32, sorted(lengths)
+
+
+def test_prompts_max_samples_and_wording_path(tmp_path):
+    """DATASETS.md: a sweep config's max_samples keeps the first N samples of
+    each task object; the provenance names the wording file read by its
+    absolute path, also when the task gives it relative to the working
+    directory."""
+    w = wording(tmp_path, "needle")
+    cfg = {"max_samples": 2, "tasks": [{"task": "needle", "words": [50, 60], "depths": 2, "per_cell": 1,
+                                        "prompts": os.path.basename(w)}]}
+    (tmp_path / "c.json").write_text(json.dumps(cfg))
+    r = subprocess.run([BIN, "prompts", "--counter", "bytes4", "--haystack", HAY, "c.json"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(x) for x in r.stdout.splitlines()]
+    assert [s["id"] for s in rows] == ["w50_d0_0", "w50_d1_0"]
+    assert all(f"wording={os.path.realpath(w)};" in s["provenance"] for s in rows), rows[0]["provenance"]
+
+
+def test_generator_defaults(tmp_path):
+    """DATASETS.md: RULER and SCBench-like generators make 10 samples per length
+    by default, SCBench-like samples 3 turns."""
+    rows = prompts([{"task": "niah_single_1", "lengths": [512]},
+                    {"task": "scbench_kv_like", "lengths": [1500]}], tmp_path)
+    got = by_task(rows)
+    assert len(got["niah_single_1"]) == 10 and len(got["scbench_kv_like"]) == 10
+    assert {len(s["turns"]) for s in got["scbench_kv_like"]} == {3}
 
 
 # ---------------------------------------------------------------- SCBench loaders
@@ -715,6 +806,28 @@ def test_scbench_multi_request_cuts_long_context(tmp_path):
     s = prompts(cfg, tmp_path)[0]
     assert s["prompt_tokens"] + 40 + 64 <= 200
     assert s["shared_prefix"].startswith(s["turns"][0]["user"][:40])
+
+
+def test_scbench_multi_request_cut_keeps_both_ends_whole(tmp_path):
+    """DATASETS.md: a multi-request context too long for max_len is cut in the
+    middle by characters: what is left is a head and a tail of the context of
+    the same length in bytes (to within a 3-byte character at each cut), never
+    half a UTF-8 character (the JSONL would not decode)."""
+    w = wording(tmp_path, "scbench", scbench_qa_chn={"context": "{context}"})
+    data = tmp_path / "chn.jsonl"
+    for n_chars, max_len in ((1500, 300), (1500, 400), (1502, 300), (1502, 400)):
+        ctx = "".join(chr(0x4E00 + i * 7919 % 20000) for i in range(n_chars))  # distinct CJK characters
+        data.write_text(json.dumps({"id": 0, "context": ctx, "multi_turns": [{"input": "?", "answer": "x"}]},
+                                   ensure_ascii=False) + "\n", encoding="utf-8")
+        s = prompts([{"task": "scbench_qa_chn", "file": str(data), "mode": "multi_request",
+                      "max_len": max_len, "prompts": w}], tmp_path)[0]
+        assert s["prompt_tokens"] + 40 + 64 <= max_len
+        cut = s["shared_prefix"][:-2]
+        assert s["shared_prefix"].endswith("\n\n") and 0 < len(cut) < len(ctx)
+        a = next(i for i in range(len(cut)) if cut[i] != ctx[i])
+        assert ctx.endswith(cut[a:]), max_len
+        head, tail = len(cut[:a].encode()), len(cut[a:].encode())
+        assert abs(head - tail) <= 3, (max_len, head, tail)
 
 
 # ---------------------------------------------------------------- LongBench
