@@ -792,6 +792,15 @@ def test_longbench_trec_needs_all_classes(tmp_path):
     assert "trec.jsonl:1" in r.stderr and "all_classes" in r.stderr, r.stderr
 
 
+def test_absolute_path_not_taken_under_data_dir(tmp_path):
+    """DATASETS.md: a path in `file` is used as given when it exists, else taken
+    relative to the sweep's data_dir: an absolute path is never put under it."""
+    missing = str(tmp_path / "nowhere" / "kv.jsonl")
+    r = run({"data_dir": FIX, "tasks": [{"task": "scbench_kv", "file": missing}]}, tmp_path,
+            "--counter", "bytes4")
+    assert r.returncode == 2 and f"tasks[0]: {missing}: SCBench data file not found" in r.stderr, r.stderr
+
+
 def test_scbench_limits(tmp_path):
     cfg = {"data_dir": FIX, "tasks": [{"task": "scbench_kv", "file": "scbench/scbench_kv.jsonl",
                                        "limit": 1, "turns": 2, "max_len": 4000}]}
@@ -865,6 +874,7 @@ def test_longbench_loader(tmp_path, prompt_src):
             assert s["all_classes"] == d["all_classes"]
             assert s["truncate_to"] == 3000 and s["id"] == d["_id"]
             assert s["context_words"] == d["length"]
+            assert s["depth"] == -1 and s["target_tokens"] == -1  # none (samples.csv: empty)
 
 
 def test_longbench_e_subtasks_limit_and_default_budget(tmp_path):
@@ -875,6 +885,22 @@ def test_longbench_e_subtasks_limit_and_default_budget(tmp_path):
     assert [s["task"] for s in rows] == ["longbench_qasper_e"] * 2 + ["longbench_trec", "longbench_lcc"]
     assert rows[0]["truncate_to"] == 4096 - 128 - 64
     assert rows[2]["truncate_to"] == 4096 - 64 - 64
+
+
+def test_longbench_data_folder_first(tmp_path):
+    """DATASETS.md: data from `data/<task>.jsonl` (or `<task>.jsonl`): with both
+    present, the data/ file is read."""
+    import shutil
+    lb = tmp_path / "lb"
+    shutil.copytree(os.path.join(FIX, "longbench"), lb)
+    line = json.loads(open(lb / "data" / "qasper.jsonl").readline())
+    (lb / "qasper.jsonl").write_text(json.dumps(dict(line, _id="top_level")) + "\n")
+    rows = prompts([{"task": "longbench", "dir": str(lb), "subtasks": ["qasper"]}], tmp_path)
+    assert "top_level" not in [s["id"] for s in rows] and rows[0]["id"] == line["_id"]
+    assert rows[0]["provenance"].endswith(os.path.join("data", "qasper.jsonl"))
+    (lb / "data" / "qasper.jsonl").unlink()
+    rows = prompts([{"task": "longbench", "dir": str(lb), "subtasks": ["qasper"]}], tmp_path)
+    assert [s["id"] for s in rows] == ["top_level"]
 
 
 def test_longbench_numbers_must_be_integers_in_range(tmp_path):
@@ -905,7 +931,7 @@ def test_longbench_numbers_must_be_integers_in_range(tmp_path):
         words = [s["context_words"] for s in rows if s["task"] == "longbench_qasper"]
         assert words == [data[0]["length"], -1 if length is None else length]
         assert {t["max_new"] for s in rows if s["task"] == "longbench_trec" for t in s["turns"]} == {trec_max}
-    for length in (1e300, -5, 3.7, "60", 2147483648):
+    for length in (1e300, -5, -1, 3.7, "60", 2147483648):
         r = write(length, 32)
         assert r.returncode == 2 and "qasper.jsonl:2: key 'length': expected null or an integer" in r.stderr, \
             (length, r.stderr)
@@ -973,6 +999,9 @@ def test_long_strings_are_refused_not_cut(tmp_path):
     assert r.returncode == 2 and "SCBench data file" in r.stderr and "a path of 1026 bytes" in r.stderr, r.stderr
     r = run([{"task": "scbench_kv", "file": cut}], tmp_path, "--counter", "bytes4")  # 1,023 bytes fit
     assert r.returncode == 0 and r.stdout, r.stderr
+    shutil.copy(cut, cut + "x")  # 1,024 bytes: one too many
+    r = run([{"task": "scbench_kv", "file": cut + "x"}], tmp_path, "--counter", "bytes4")
+    assert r.returncode == 2 and "a path of 1024 bytes" in r.stderr, r.stderr
 
 
 # ---------------------------------------------------------------- bad input
