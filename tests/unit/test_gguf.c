@@ -383,6 +383,128 @@ static void test_malformed(void) {
     CHECK_EQ_INT(bad, 0);
 }
 
+/* A file of header + one metadata entry (key k, then the value bytes as
+ * given) and no tensors, ending right after the value: nothing follows it,
+ * so every read that ends exactly at the end of the file must be taken
+ * (docs/GGUF.md: lengths are checked against the bytes that remain). */
+static buf one_kv_file(const char *key, size_t key_len, uint32_t type, const void *val, size_t val_len) {
+    buf b = {0};
+    put_u32(&b, 0x46554747u);
+    put_u32(&b, 3);
+    put_u64(&b, 0); /* tensors */
+    put_u64(&b, 1); /* keys */
+    put_u64(&b, key_len);
+    put(&b, key, key_len);
+    put_u32(&b, type);
+    put(&b, val, val_len);
+    return b;
+}
+
+static int open_buf(buf *b, gguf_file **f, kb_err *err) {
+    kb_err_clear(err);
+    return gguf_open_mem(b->p, b->n, "mem.gguf", f, err);
+}
+
+static void test_bounds(void) {
+    gguf_file *f;
+    kb_err err;
+    /* a u32 scalar as the last 4 bytes of the file */
+    uint8_t u32v[4] = {7, 0, 0, 0};
+    buf b = one_kv_file("k", 1, GGUF_T_U32, u32v, 4);
+    CHECK_EQ_INT(open_buf(&b, &f, &err), 0);
+    if (f) {
+        uint32_t u = 0;
+        CHECK_EQ_INT(gguf_get_u32(f, "k", &u, &err), 0);
+        CHECK_EQ_INT(u, 7);
+        gguf_close(f);
+    }
+    free(b.p);
+    /* an array of 3 u8 whose last element is the file's last byte */
+    uint8_t arr[15] = {GGUF_T_U8, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 10, 20, 30};
+    b = one_kv_file("k", 1, GGUF_T_ARRAY, arr, sizeof arr);
+    CHECK_EQ_INT(open_buf(&b, &f, &err), 0);
+    if (f) {
+        const gguf_kv *kv;
+        CHECK_EQ_INT(gguf_get_arr(f, "k", GGUF_T_U8, &kv, &err), 0);
+        CHECK(kv->arr_n == 3 && gguf_arr_num(kv, 2) == 30);
+        gguf_close(f);
+    }
+    free(b.p);
+    /* an array of 2 empty strings (8 bytes each) up to the end of the file */
+    uint8_t sarr[28] = {GGUF_T_STRING, 0, 0, 0, 2};
+    b = one_kv_file("k", 1, GGUF_T_ARRAY, sarr, sizeof sarr);
+    CHECK_EQ_INT(open_buf(&b, &f, &err), 0);
+    if (f) gguf_close(f);
+    free(b.p);
+
+    /* gguf_get_u32 of a u64: 2^32 - 1 fits, 2^32 does not */
+    for (uint64_t v = 0xffffffffull; v <= 0x100000000ull; v++) {
+        uint8_t u64v[8];
+        for (int i = 0; i < 8; i++) u64v[i] = (uint8_t)(v >> (8 * i));
+        b = one_kv_file("k", 1, GGUF_T_U64, u64v, 8);
+        CHECK_EQ_INT(open_buf(&b, &f, &err), 0);
+        if (f) {
+            uint32_t u = 0;
+            int rc = gguf_get_u32(f, "k", &u, &err);
+            if (v == 0xffffffffull) {
+                CHECK_EQ_INT(rc, 0);
+                CHECK(u == 0xffffffffu);
+            } else {
+                CHECK_EQ_INT(rc, KB_EINPUT);
+                CHECK_MSG(strstr(err.msg, "key k = 4294967296 does not fit in u32") != NULL, "%s", err.msg);
+            }
+            gguf_close(f);
+        }
+        free(b.p);
+    }
+
+    /* keys: 1..65535 bytes (docs/GGUF.md) */
+    char *key = malloc(65536);
+    memset(key, 'k', 65536);
+    b = one_kv_file(key, 65535, GGUF_T_U32, u32v, 4);
+    CHECK_EQ_INT(open_buf(&b, &f, &err), 0);
+    if (f) gguf_close(f);
+    free(b.p);
+    b = one_kv_file(key, 65536, GGUF_T_U32, u32v, 4);
+    CHECK_EQ_INT(open_buf(&b, &f, &err), KB_EINPUT);
+    CHECK_MSG(strstr(err.msg, "has length 65536") && strstr(err.msg, "expected 1..65535"), "%s", err.msg);
+    free(b.p);
+    b = one_kv_file("", 0, GGUF_T_U32, u32v, 4);
+    CHECK_EQ_INT(open_buf(&b, &f, &err), KB_EINPUT);
+    CHECK_MSG(strstr(err.msg, "has length 0") && strstr(err.msg, "expected 1..65535"), "%s", err.msg);
+    free(b.p);
+    /* a key with a NUL is shown by its first 80 bytes, then "..." */
+    key[99] = 0;
+    b = one_kv_file(key, 100, GGUF_T_U32, u32v, 4);
+    CHECK_EQ_INT(open_buf(&b, &f, &err), KB_EINPUT);
+    char want[200];
+    snprintf(want, sizeof want, "'%.80s...' at byte 24 contains a NUL byte", key);
+    CHECK_MSG(strstr(err.msg, want) != NULL, "message '%s' lacks \"%s\"", err.msg, want);
+    free(b.p);
+    free(key);
+
+    /* a tensor name with a NUL byte is refused (docs/GGUF.md) */
+    b = (buf){0};
+    put_u32(&b, 0x46554747u);
+    put_u32(&b, 3);
+    put_u64(&b, 1); /* tensors */
+    put_u64(&b, 0); /* keys */
+    put_u64(&b, 3);
+    put(&b, "a\0b", 3);
+    put_u32(&b, 1); put_u64(&b, 8); put_u32(&b, GGML_F32); put_u64(&b, 0);
+    pad_to(&b, 32);
+    for (int i = 0; i < 8; i++) put_f32(&b, (float)i);
+    CHECK_EQ_INT(open_buf(&b, &f, &err), KB_EINPUT);
+    CHECK_MSG(strstr(err.msg, "tensor #0 at byte 24: name 'a\\x00b' contains a NUL byte") != NULL, "%s", err.msg);
+    free(b.p);
+
+    /* tensor names: 64 bytes are taken (65 are refused in test_malformed) */
+    spec s = spec_default();
+    s.name_b = "n234567890123456789012345678901234567890123456789012345678901234"; /* 64 bytes */
+    kb_err e;
+    CHECK_EQ_INT(open_spec(&s, &e), 0);
+}
+
 /* Writes the spec'd file as dir/name in a new temporary dir (the caller
  * removes both) and returns 0 with its image in *b (caller frees b->p); on
  * failure records a failed check and returns -1 with nothing to free. */
@@ -500,6 +622,7 @@ int main(void) {
     test_good_file();
     test_load_data();
     test_malformed();
+    test_bounds();
     test_files();
     return check_summary("gguf");
 }
