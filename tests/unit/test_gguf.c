@@ -458,6 +458,39 @@ static void test_bounds(void) {
         free(b.p);
     }
 
+    /* gguf_get_i64 of a u64: 2^63 - 1 fits, 2^63 does not */
+    for (uint64_t v = 0x7fffffffffffffffull; v <= 0x8000000000000000ull; v++) {
+        uint8_t u64v[8];
+        for (int i = 0; i < 8; i++) u64v[i] = (uint8_t)(v >> (8 * i));
+        b = one_kv_file("k", 1, GGUF_T_U64, u64v, 8);
+        CHECK_EQ_INT(open_buf(&b, &f, &err), 0);
+        if (f) {
+            int64_t i64 = 0;
+            int rc = gguf_get_i64(f, "k", &i64, &err);
+            if (v == 0x7fffffffffffffffull) {
+                CHECK_EQ_INT(rc, 0);
+                CHECK(i64 == INT64_MAX);
+            } else {
+                CHECK_EQ_INT(rc, KB_EINPUT);
+                CHECK_MSG(strstr(err.msg, "key k = 9223372036854775808 does not fit in i64") != NULL, "%s", err.msg);
+            }
+            gguf_close(f);
+        }
+        free(b.p);
+    }
+    /* gguf_get_bool of an integer: 0 and 1 only (docs/GGUF.md) */
+    for (uint8_t v = 0; v <= 2; v++) {
+        b = one_kv_file("k", 1, GGUF_T_U8, &v, 1);
+        CHECK_EQ_INT(open_buf(&b, &f, &err), 0);
+        if (f) {
+            int bl = -1;
+            CHECK_EQ_INT(gguf_get_bool(f, "k", &bl, &err), v <= 1 ? 0 : KB_EINPUT);
+            if (v <= 1) CHECK_EQ_INT(bl, v);
+            gguf_close(f);
+        }
+        free(b.p);
+    }
+
     /* keys: 1..65535 bytes (docs/GGUF.md) */
     char *key = malloc(65536);
     memset(key, 'k', 65536);
