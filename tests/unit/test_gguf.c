@@ -491,6 +491,23 @@ static void test_bounds(void) {
         free(b.p);
     }
 
+    /* info prints an f32 with %.9g (docs/GGUF.md): 1012.7109375 (0x447d2d80)
+     * needs all 9 digits to read back (%.8g gives 1012.7109, another f32) */
+    uint8_t f32v[4] = {0x80, 0x2d, 0x7d, 0x44};
+    b = one_kv_file("k", 1, GGUF_T_F32, f32v, 4);
+    CHECK_EQ_INT(open_buf(&b, &f, &err), 0);
+    if (f) {
+        char *out = NULL;
+        size_t outn = 0;
+        FILE *mf = open_memstream(&out, &outn);
+        gguf_print(f, mf);
+        fclose(mf);
+        CHECK_MSG(strstr(out, "\nkv 0 k f32 1012.71094\n") != NULL, "%s", out);
+        free(out);
+        gguf_close(f);
+    }
+    free(b.p);
+
     /* keys: 1..65535 bytes (docs/GGUF.md) */
     char *key = malloc(65536);
     memset(key, 'k', 65536);
