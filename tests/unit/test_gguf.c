@@ -400,6 +400,16 @@ static buf one_kv_file(const char *key, size_t key_len, uint32_t type, const voi
     return b;
 }
 
+/* gguf_print's output (the caller frees it). */
+static char *printed(const gguf_file *f) {
+    char *out = NULL;
+    size_t outn = 0;
+    FILE *mf = open_memstream(&out, &outn);
+    gguf_print(f, mf);
+    fclose(mf);
+    return out;
+}
+
 static int open_buf(buf *b, gguf_file **f, kb_err *err) {
     kb_err_clear(err);
     return gguf_open_mem(b->p, b->n, "mem.gguf", f, err);
@@ -497,12 +507,37 @@ static void test_bounds(void) {
     b = one_kv_file("k", 1, GGUF_T_F32, f32v, 4);
     CHECK_EQ_INT(open_buf(&b, &f, &err), 0);
     if (f) {
-        char *out = NULL;
-        size_t outn = 0;
-        FILE *mf = open_memstream(&out, &outn);
-        gguf_print(f, mf);
-        fclose(mf);
+        char *out = printed(f);
         CHECK_MSG(strstr(out, "\nkv 0 k f32 1012.71094\n") != NULL, "%s", out);
+        free(out);
+        gguf_close(f);
+    }
+    free(b.p);
+
+    /* a string value of 120 bytes prints whole; 121 show 120, then "... (121 bytes)" */
+    for (int len = 120; len <= 121; len++) {
+        uint8_t sv[8 + 121];
+        for (int i = 0; i < 8; i++) sv[i] = (uint8_t)(i ? 0 : len);
+        memset(sv + 8, 's', 121);
+        b = one_kv_file("k", 1, GGUF_T_STRING, sv, 8 + (size_t)len);
+        CHECK_EQ_INT(open_buf(&b, &f, &err), 0);
+        if (f) {
+            char *out = printed(f), want[160];
+            snprintf(want, sizeof want, "\nkv 0 k string \"%.120s\"%s\n", (const char *)sv + 8,
+                     len == 120 ? "" : "... (121 bytes)");
+            CHECK_MSG(strstr(out, want) != NULL, "'%s' lacks '%s'", out, want);
+            free(out);
+            gguf_close(f);
+        }
+        free(b.p);
+    }
+
+    /* a space in a key prints as \x20 (docs/GGUF.md: KEY never contains spaces) */
+    b = one_kv_file("a b", 3, GGUF_T_U32, u32v, 4);
+    CHECK_EQ_INT(open_buf(&b, &f, &err), 0);
+    if (f) {
+        char *out = printed(f);
+        CHECK_MSG(strstr(out, "\nkv 0 a\\x20b u32 7\n") != NULL, "%s", out);
         free(out);
         gguf_close(f);
     }
