@@ -543,6 +543,23 @@ static void test_bounds(void) {
     }
     free(b.p);
 
+    /* an array of two arrays of strings: info walks over the first (12 + 8 + 2
+     * bytes) to print the second's header */
+    buf v = {0};
+    put_u32(&v, GGUF_T_ARRAY); put_u64(&v, 2);
+    put_u32(&v, GGUF_T_STRING); put_u64(&v, 1); put_str(&v, "ab");
+    put_u32(&v, GGUF_T_STRING); put_u64(&v, 3); put_str(&v, "c"); put_str(&v, ""); put_str(&v, "d");
+    b = one_kv_file("k", 1, GGUF_T_ARRAY, v.p, v.n);
+    free(v.p);
+    CHECK_EQ_INT(open_buf(&b, &f, &err), 0);
+    if (f) {
+        char *out = printed(f);
+        CHECK_MSG(strstr(out, "\nkv 0 k array[array] n=2 [array[string] n=1, array[string] n=3]\n") != NULL, "%s", out);
+        free(out);
+        gguf_close(f);
+    }
+    free(b.p);
+
     /* keys: 1..65535 bytes (docs/GGUF.md) */
     char *key = malloc(65536);
     memset(key, 'k', 65536);
