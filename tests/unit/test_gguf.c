@@ -560,6 +560,18 @@ static void test_bounds(void) {
     }
     free(b.p);
 
+    /* a bool array's elements as numbers: 0 or 1, any nonzero byte true (as gguf_get_bool) */
+    uint8_t barr[15] = {GGUF_T_BOOL, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2};
+    b = one_kv_file("k", 1, GGUF_T_ARRAY, barr, sizeof barr);
+    CHECK_EQ_INT(open_buf(&b, &f, &err), 0);
+    if (f) {
+        const gguf_kv *kv;
+        CHECK_EQ_INT(gguf_get_arr(f, "k", GGUF_T_ANY_NUMBER, &kv, &err), 0);
+        CHECK(gguf_arr_num(kv, 0) == 0 && gguf_arr_num(kv, 1) == 1 && gguf_arr_num(kv, 2) == 1);
+        gguf_close(f);
+    }
+    free(b.p);
+
     /* keys: 1..65535 bytes (docs/GGUF.md) */
     char *key = malloc(65536);
     memset(key, 'k', 65536);
