@@ -926,9 +926,20 @@ static void test_r16_mixed(void) {
     free(x);
 }
 
+/* kb_matvec_ref dots in double (quant_ref.c; the exact bound above counts
+ * only its final rounding): w = (1, 1, 1), x = (2^30, 1, -2^30) gives 1,
+ * where an f32 running sum loses the 1 (2^30 + 1 rounds to 2^30). */
+static void test_matvec_ref_double(void) {
+    const float w[3] = {1, 1, 1}, x[3] = {1073741824.0f, 1, -1073741824.0f};
+    float y = -1;
+    kb_matvec_ref(GGML_F32, w, sizeof w, 1, 3, x, &y);
+    CHECK(y == 1.0f);
+}
+
 int main(void) {
     test_mode_env(); /* first: forks before any OpenMP thread exists */
     test_table();
+    test_matvec_ref_double();
     for (size_t i = 0; i < KB_ARRAY_LEN(supported); i++) test_dequant(supported[i]);
     static const int shapes32[][2] = {{1, 32}, {7, 64}, {33, 576}, {193, 576}, {577, 576},
                                       {31, 1536}, {1, 4096}, {130, 160}, {9, 1056},
