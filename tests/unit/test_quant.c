@@ -936,6 +936,48 @@ static void test_matvec_ref_double(void) {
     CHECK(y == 1.0f);
 }
 
+/* The q8 mode quantises x per block of 32 with d = max|x| / 127 (llama.cpp's
+ * Q8_0 activations; quant_cpu.c): x already on that grid (integers, each
+ * block's largest |x| exactly 127, so d = 1) is kept exactly, and with weight
+ * scales d = 1 (and Q4_1's m = -3) every product and sum is an integer below
+ * 2^24: y must equal the integer dot product worked out here. */
+static void test_q8_exact_on_grid(void) {
+    enum { ROWS = 3, COLS = 64 };
+    float x[COLS];
+    for (int c = 0; c < COLS; c++) x[c] = (float)((int)(rng_unit() * 255) - 127);
+    x[5] = 127; x[40] = -127; /* each block's max |x| */
+    for (int k = 0; k < 2; k++) {
+        uint32_t type = k ? GGML_Q4_1 : GGML_Q8_0;
+        int bytes = k ? 20 : 34;
+        uint8_t W[ROWS * 2 * 34];
+        long want[ROWS] = {0};
+        for (int r = 0; r < ROWS; r++)
+            for (int b = 0; b < 2; b++) {
+                uint8_t *blk = W + (size_t)(2 * r + b) * bytes;
+                blk[0] = 0x00; blk[1] = 0x3c; /* d = 1.0 (f16) */
+                if (!k) {
+                    for (int j = 0; j < 32; j++) {
+                        int q = (int)(rng_unit() * 255) - 127;
+                        blk[2 + j] = (uint8_t)(int8_t)q;
+                        want[r] += (long)q * (long)x[32 * b + j];
+                    }
+                } else {
+                    blk[2] = 0x00; blk[3] = 0xc2; /* m = -3.0 (f16) */
+                    for (int j = 0; j < 16; j++) {
+                        int lo = (int)(rng_unit() * 16) & 15, hi = (int)(rng_unit() * 16) & 15;
+                        blk[4 + j] = (uint8_t)(lo | hi << 4);
+                        want[r] += (long)(lo - 3) * (long)x[32 * b + j] + (long)(hi - 3) * (long)x[32 * b + 16 + j];
+                    }
+                }
+            }
+        float y[ROWS];
+        FAST_MATVEC_Q8(type, W, (size_t)2 * bytes, ROWS, COLS, x, y);
+        for (int r = 0; r < ROWS; r++)
+            CHECK_MSG(y[r] == (float)want[r], "q8 %s row %d: %.9g, expected %ld", kb_qtype_info(type)->name, r,
+                      y[r], want[r]);
+    }
+}
+
 int main(void) {
     test_mode_env(); /* first: forks before any OpenMP thread exists */
     test_table();
@@ -975,5 +1017,6 @@ int main(void) {
         if (FAST_R16()) test_r16_formula(t);
     }
     test_r16_mixed();
+    test_q8_exact_on_grid();
     return check_summary(TEST_NAME);
 }
