@@ -87,6 +87,32 @@ def test_tiny_models(run_kvbench, tiny_llama, tmp_path, cfg):
     check_close(dec, ref_model.forward(tokens[:80]), 2e-3, f"{cfg} decode")
 
 
+# Optional keys the loader fills in when a file lacks them (engine.md §2: head_count_kv ->
+# head_count, rope.freq_base -> 10000, key_length -> n_embd/n_head, vocab_size -> the tokens
+# array; the RMSNorm eps 1e-5 and rope.dimension_count = head dim as model.c and llama_ref.py
+# take them; context_length -> 2048, model.c's stated default), and a scaling type "none"
+# that overrides a factor in the file. The reference applies the same defaults on its own;
+# same tolerance as above.
+OPTIONAL_KEYS = tuple("llama." + k for k in (
+    "attention.head_count_kv", "rope.freq_base", "rope.dimension_count", "vocab_size",
+    "attention.layer_norm_rms_epsilon", "context_length"))
+
+
+@pytest.mark.parametrize("scaling", [None, ("none", 4.0)], ids=["no-optional-keys", "scaling-none"])
+def test_tiny_model_defaults(run_kvbench, tmp_path, scaling):
+    import tinymodel
+    model = str(tmp_path / "defaults.gguf")
+    tinymodel._build(model, n_head=4, n_head_kv=4, rope_theta=10000.0, rope_scaling=scaling,
+                     skip_keys=OPTIONAL_KEYS if scaling is None else ())
+    ref_model = LlamaRef(model)
+    tokens = np.random.default_rng(8).integers(0, ref_model.W("token_embd.weight").shape[0], 200).tolist()
+    check_close(engine_logits(run_kvbench, tmp_path, model, tokens), ref_model.forward(tokens), 2e-3,
+                f"defaults {scaling}")
+    if scaling is None:  # a context of 2048: a prompt of >= 1 token + 2048 new ones does not fit
+        p = run_kvbench("generate", "-m", model, "-p", "hi", "-n", "2048")
+        assert p.returncode == 2 and b"exceeds the model context 2048" in p.stderr, p.stderr
+
+
 def default_tokens(run_kvbench, model_file, text):
     p = run_kvbench("tokenize", "-m", model_file, "-p", text, check=True)
     return [int(x) for x in p.stdout.split()]
