@@ -978,6 +978,24 @@ static void test_q8_exact_on_grid(void) {
     }
 }
 
+/* The q8 mode's x for Q4_K rounds to the nearest step (d = max|x| / 127):
+ * one Q4_K row whose 256 weights are all 1 (d = 1, dmin = 0, every scale 1,
+ * every min 0, every q 1) and x = (127, 0.9, 0.9, ...): d_x = 1, the 0.9s
+ * become 1, so y = 127 + 255 = 382 exactly (a truncation would give 127). */
+static void test_q8_kquant_rounds(void) {
+    uint8_t W[144] = {0x00, 0x3c, 0x00, 0x00, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1};
+    memset(W + 16, 0x11, 128);
+    float x[256], y = 0;
+    for (int j = 0; j < 256; j++) x[j] = j ? 0.9f : 127.0f;
+    float w[256];
+    kb_dequant_ref(GGML_Q4_K, W, w, 256);
+    int ones = 0;
+    for (int j = 0; j < 256; j++) ones += w[j] == 1.0f;
+    CHECK_EQ_INT(ones, 256); /* the block is what the comment says */
+    FAST_MATVEC_Q8(GGML_Q4_K, W, sizeof W, 1, 256, x, &y);
+    CHECK_MSG(y == 382.0f, "q8 Q4_K: %.9g, expected 382", y);
+}
+
 int main(void) {
     test_mode_env(); /* first: forks before any OpenMP thread exists */
     test_table();
@@ -1018,5 +1036,6 @@ int main(void) {
     }
     test_r16_mixed();
     test_q8_exact_on_grid();
+    test_q8_kquant_rounds();
     return check_summary(TEST_NAME);
 }
