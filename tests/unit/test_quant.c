@@ -669,6 +669,14 @@ static void test_r16(uint32_t type, int rows, int cols) {
             deq(type, R, rb, 16, 16, dq);
             CHECK(!memcmp(dr + (size_t)16 * cols, dq, (size_t)16 * cols * 4));
         }
+        /* rows from a group's start, fewer than 16: row 0 alone, rows 16..20 */
+        memset(dq, 0xff, (size_t)5 * cols * 4);
+        deq(type, R, rb, 0, 1, dq);
+        CHECK_MSG(!memcmp(dr, dq, (size_t)cols * 4), "R16 %s: row 0 alone differs", tn);
+        if (rows >= 32) {
+            deq(type, R, rb, 16, 5, dq);
+            CHECK_MSG(!memcmp(dr + (size_t)16 * cols, dq, (size_t)5 * cols * 4), "R16 %s: rows 16..20 differ", tn);
+        }
         int r1 = rows - 1 - (rows > 20 ? 3 : 0); /* an embedding row lookup */
         deq(type, R, rb, r1, 1, dq);
         CHECK_MSG(!memcmp(dr + (size_t)r1 * cols, dq, (size_t)cols * 4), "R16 %s: row %d alone differs", tn, r1);
