@@ -29,7 +29,7 @@ def broken(tmp_path_factory):
     d = tmp_path_factory.mktemp("broken")
     out = {}
     for kind in ("arch", "missing_tensor", "wrong_shape", "missing_key", "key_type", "rms_eps",
-                 "token_type"):
+                 "token_type", "kv_heads", "odd_head_dim", "rope_freqs", "rope_dims"):
         p = d / f"{kind}.gguf"
         tinymodel.write_broken_llama(p, kind)
         out[kind] = str(p)
@@ -85,6 +85,12 @@ MODEL_ERRORS = {
     "key_type": "key llama.attention.layer_norm_rms_epsilon has type string",
     "rms_eps": "llama.attention.layer_norm_rms_epsilon: expected a number in (0, 1), got 2",
     "token_type": "tokenizer.ggml.token_type[5] = 9, expected a token type 0..6",
+    # engine.md §2 / model.c: kv heads must divide heads, head dims be even, rope_freqs > 0,
+    # n_rot = head dim
+    "kv_heads": "inconsistent hyperparameters (layers 2, embd 64, ff 96, heads 4, kv heads 3",
+    "odd_head_dim": "head dims key 15 / value 15: expected equal and even",
+    "rope_freqs": "expected > 0",
+    "rope_dims": "rope.dimension_count 8 != head dim 16",
     "truncated": "",
     "garbage": "",
     "no_tensors_short": "missing metadata key 'llama.block_count'",

@@ -43,7 +43,10 @@ kind "arch" (general.architecture "gpt9", keys under "gpt9."),
 "wrong_shape" (`tensor`, default blk.0.attn_k.weight, gets one row too many),
 "missing_key" (drops `key`, default llama.embedding_length), "key_type"
 (the rms epsilon written as a string), "rms_eps" (rms epsilon 2.0),
-"token_type" (token 5 of type 9, outside llama.cpp's 0..6).
+"token_type" (token 5 of type 9, outside llama.cpp's 0..6), "kv_heads"
+(head_count_kv 3 for 4 heads), "odd_head_dim" (n_embd 60: head dim 15, F32
+weights), "rope_freqs" (Llama-3.1 divisors with factor -1: some <= 0),
+"rope_dims" (rope.dimension_count 8 for a head dim of 16).
 
 Command line: python3 tests/py/tinymodel.py OUT.gguf [--wtype Q8_0] [...]
 """
@@ -324,7 +327,7 @@ def _build(path, *, n_layer=2, n_embd=64, n_head=4, n_head_kv=2, n_ff=96, n_ctx=
     def kv(fn, key, value):
         if key in key_values:                                   # a deliberate wrong value or type
             value = key_values[key]
-            fn = w.add_string if isinstance(value, str) else w.add_float32
+            fn = w.add_string if isinstance(value, str) else w.add_uint32 if isinstance(value, int) else w.add_float32
         if key not in skip_keys:
             fn(key, value)
 
@@ -424,9 +427,17 @@ def write_broken_llama(path, kind, *, tensor=None, key=None, **kw):
         _build(path, key_values={"llama.attention.layer_norm_rms_epsilon": 2.0}, **kw)
     elif kind == "token_type":
         _build(path, bad_token_type=(5, 9), **kw)
+    elif kind == "kv_heads":                                    # 4 heads, 3 kv heads (tensors for 2)
+        _build(path, key_values={"llama.attention.head_count_kv": 3}, **kw)
+    elif kind == "odd_head_dim":                                # 60 / 4 = 15
+        _build(path, n_embd=60, wtype="F32", **kw)
+    elif kind == "rope_freqs":                                  # factor -1: divisors <= 0
+        _build(path, rope_freqs=dict(factor=-1.0), **kw)
+    elif kind == "rope_dims":                                   # partial rotary: 8 of 16
+        _build(path, key_values={"llama.rope.dimension_count": 8}, **kw)
     else:
         raise ValueError(f"kind {kind!r}: expected arch, missing_tensor, wrong_shape, missing_key, "
-                         "key_type, rms_eps or token_type")
+                         "key_type, rms_eps, token_type, kv_heads, odd_head_dim, rope_freqs or rope_dims")
 
 
 def main():
