@@ -244,6 +244,17 @@ def test_memory_check_before_allocating(kvbench_bin, tiny):
     assert "needs" in p.stderr and "GiB" in p.stderr and "available" in p.stderr
 
 
+def test_memory_check_kv_size(kvbench_bin, tiny_llama):
+    """The K/V cache the memory check counts, worked by hand: K and V x 2 layers
+    x 2 kv heads x head dim 16 x 2 bytes (f16) = 256 bytes a token; a prompt of
+    n tokens + 2^20 new ones is 0.25 GiB (to 2 decimals) per cache, and generate
+    counts 2 caches."""
+    model = tiny_llama(n_ctx=1 << 21)
+    p = run(kvbench_bin, "generate", "-m", model, "-p", "hello", "-n", str(1 << 20),
+            env={"KVBENCH_MEM_LIMIT": "1000"})
+    assert p.returncode == 2 and "(2 K/V caches of 0.25 GiB in f16 + " in p.stderr, p.stderr
+
+
 def test_logits_errors(kvbench_bin, tiny, tmp_path):
     out = tmp_path / "l.npy"
     cases = [
