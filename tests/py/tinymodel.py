@@ -46,12 +46,15 @@ kind "arch" (general.architecture "gpt9", keys under "gpt9."),
 "token_type" (token 5 of type 9, outside llama.cpp's 0..6), "kv_heads"
 (head_count_kv 3 for 4 heads), "odd_head_dim" (n_embd 60: head dim 15, F32
 weights), "rope_freqs" (Llama-3.1 divisors with factor -1: some <= 0),
-"rope_dims" (rope.dimension_count 8 for a head dim of 16).
+"rope_dims" (rope.dimension_count 8 for a head dim of 16), "unsupported_type"
+(`tensor`, default blk.0.attn_q.weight, relabelled Q8_1: its bytes run into the
+next tensor's, which GGUF allows).
 
 Command line: python3 tests/py/tinymodel.py OUT.gguf [--wtype Q8_0] [...]
 """
 import argparse
 import collections
+import struct
 
 import numpy as np
 import gguf
@@ -435,9 +438,18 @@ def write_broken_llama(path, kind, *, tensor=None, key=None, **kw):
         _build(path, rope_freqs=dict(factor=-1.0), **kw)
     elif kind == "rope_dims":                                   # partial rotary: 8 of 16
         _build(path, key_values={"llama.rope.dimension_count": 8}, **kw)
+    elif kind == "unsupported_type":                            # blk.0.attn_q.weight's type id -> 9
+        _build(path, **kw)
+        data = bytearray(open(path, "rb").read())
+        name = (tensor or "blk.0.attn_q.weight").encode()
+        at = data.index(struct.pack("<Q", len(name)) + name) + 8 + len(name)
+        n_dims = struct.unpack_from("<I", data, at)[0]
+        struct.pack_into("<I", data, at + 4 + 8 * n_dims, 9)   # Q8_1: known, not computable
+        open(path, "wb").write(bytes(data))
     else:
         raise ValueError(f"kind {kind!r}: expected arch, missing_tensor, wrong_shape, missing_key, "
-                         "key_type, rms_eps, token_type, kv_heads, odd_head_dim, rope_freqs or rope_dims")
+                         "key_type, rms_eps, token_type, kv_heads, odd_head_dim, rope_freqs, rope_dims or "
+                         "unsupported_type")
 
 
 def main():
