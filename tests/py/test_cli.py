@@ -29,7 +29,8 @@ def broken(tmp_path_factory):
     d = tmp_path_factory.mktemp("broken")
     out = {}
     for kind in ("arch", "missing_tensor", "wrong_shape", "missing_key", "key_type", "rms_eps",
-                 "token_type", "kv_heads", "odd_head_dim", "rope_freqs", "rope_dims", "context_zero", "unsupported_type"):
+                 "token_type", "kv_heads", "odd_head_dim", "rope_freqs", "rope_dims", "context_zero",
+                 "vocab_zero", "unsupported_type"):
         p = d / f"{kind}.gguf"
         tinymodel.write_broken_llama(p, kind)
         out[kind] = str(p)
@@ -92,6 +93,7 @@ MODEL_ERRORS = {
     "rope_freqs": "expected > 0",
     "rope_dims": "rope.dimension_count 8 != head dim 16",
     "context_zero": "inconsistent hyperparameters (layers 2, embd 64, ff 96, heads 4, kv heads 2, context 0)",
+    "vocab_zero": "vocabulary size must be positive",
     "unsupported_type": "tensor 'blk.0.attn_q.weight' has type Q8_1, which kvbench cannot compute with",
     "truncated": "",
     "garbage": "",

@@ -47,7 +47,7 @@ kind "arch" (general.architecture "gpt9", keys under "gpt9."),
 (head_count_kv 3 for 4 heads), "odd_head_dim" (n_embd 60: head dim 15, F32
 weights), "rope_freqs" (Llama-3.1 divisors with factor -1: some <= 0),
 "rope_dims" (rope.dimension_count 8 for a head dim of 16), "context_zero"
-(llama.context_length 0), "unsupported_type"
+(llama.context_length 0), "vocab_zero" (llama.vocab_size 0), "unsupported_type"
 (`tensor`, default blk.0.attn_q.weight, relabelled Q8_1: its bytes run into the
 next tensor's, which GGUF allows).
 
@@ -441,6 +441,8 @@ def write_broken_llama(path, kind, *, tensor=None, key=None, **kw):
         _build(path, key_values={"llama.rope.dimension_count": 8}, **kw)
     elif kind == "context_zero":
         _build(path, key_values={"llama.context_length": 0}, **kw)
+    elif kind == "vocab_zero":
+        _build(path, key_values={"llama.vocab_size": 0}, **kw)
     elif kind == "unsupported_type":                            # blk.0.attn_q.weight's type id -> 9
         _build(path, **kw)
         data = bytearray(open(path, "rb").read())
@@ -452,7 +454,7 @@ def write_broken_llama(path, kind, *, tensor=None, key=None, **kw):
     else:
         raise ValueError(f"kind {kind!r}: expected arch, missing_tensor, wrong_shape, missing_key, "
                          "key_type, rms_eps, token_type, kv_heads, odd_head_dim, rope_freqs, rope_dims, "
-                         "context_zero or unsupported_type")
+                         "context_zero, vocab_zero or unsupported_type")
 
 
 def main():
