@@ -331,7 +331,8 @@ def _build(path, *, n_layer=2, n_embd=64, n_head=4, n_head_kv=2, n_ff=96, n_ctx=
     def kv(fn, key, value):
         if key in key_values:                                   # a deliberate wrong value or type
             value = key_values[key]
-            fn = w.add_string if isinstance(value, str) else w.add_uint32 if isinstance(value, int) else w.add_float32
+            fn = (w.add_string if isinstance(value, str) else
+                  w.add_uint32 if isinstance(value, int) else w.add_float32)
         if key not in skip_keys:
             fn(key, value)
 
