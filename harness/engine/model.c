@@ -24,17 +24,23 @@ static int opt_u32(const gguf_file *f, const char *key, uint32_t *out, kb_err *e
     return rc; /* gguf_get_* errors name the file */
 }
 
-/* The training context: llama.context_length, 2048 when the file has none
- * (load_gguf and model_context_length read it alike). */
+/* The training context: llama.context_length, required (engine.md §2 gives it no
+ * default, and llama.cpp refuses a file without it; until 2026-12-06 kvbench took
+ * 2048). load_gguf and model_context_length read it alike. */
 static int context_length(const gguf_file *f, uint32_t *u, kb_err *err) {
-    *u = 2048;
-    return opt_u32(f, "llama.context_length", u, err);
+    return req_u32(f, "llama.context_length", u, err);
 }
 
 static int opt_f32(const gguf_file *f, const char *key, float *out, kb_err *err) {
     int rc = gguf_get_f32(f, key, out, err);
     if (rc == 1) return 0;
     return rc; /* gguf_get_* errors name the file */
+}
+
+static int req_f32(const gguf_file *f, const char *key, float *out, kb_err *err) {
+    int rc = gguf_get_f32(f, key, out, err);
+    if (rc == 1) return kb_fail(err, KB_EINPUT, "%s: missing metadata key '%s'", f->path, key);
+    return rc;
 }
 
 static const char *shape_str(const gguf_tensor *t, char *buf, size_t cap) {
@@ -160,8 +166,8 @@ static int load_gguf(const char *path, kb_model *m, kb_err *err) {
     if (hp->n_rot != hp->head_dim)
         return kb_fail(err, KB_EINPUT, "%s: rope.dimension_count %d != head dim %d (partial "
                        "rotary embeddings are not supported)", path, hp->n_rot, hp->head_dim);
-    hp->rms_eps = 1e-5f;
-    if ((rc = opt_f32(f, "llama.attention.layer_norm_rms_epsilon", &hp->rms_eps, err))) return rc;
+    /* required like the context (engine.md §2, llama.cpp); until 2026-12-06 1e-5 */
+    if ((rc = req_f32(f, "llama.attention.layer_norm_rms_epsilon", &hp->rms_eps, err))) return rc;
     hp->rope_theta = 10000.0f;
     if ((rc = opt_f32(f, "llama.rope.freq_base", &hp->rope_theta, err))) return rc;
     if (!(hp->rms_eps > 0 && hp->rms_eps < 1))

@@ -116,6 +116,18 @@ def test_seed_determinism(tmp_path):
         assert ua != uc, f"{task}: seed 6 gives the same prompts as seed 5"
 
 
+def reserved_tokens(s):
+    """Tokens a generated sample reserves beyond its first prompt (DATASETS.md,
+    Length fitting): the first turn's max_new; an SCBench-like sample also
+    max_new + 64 for every later turn, a multi-request one max_new + 32."""
+    t = s["turns"]
+    if not s["task"].startswith("scbench"):
+        return t[0]["max_new"]
+    if s["multi_request"]:
+        return t[0]["max_new"] + 32
+    return sum(x["max_new"] for x in t) + 64 * (len(t) - 1)
+
+
 def test_prompts_fit_targets(tmp_path):
     rows = prompts({"seed": 1, "tasks": SYNTH}, tmp_path, "--haystack", HAY)
     for s in rows:
@@ -123,12 +135,7 @@ def test_prompts_fit_targets(tmp_path):
         if s["target_tokens"] < 0:
             continue
         t = s["turns"]
-        if s["task"].startswith("scbench"):
-            need = (t[0]["max_new"] + 32 if s["multi_request"]
-                    else sum(x["max_new"] for x in t) + 64 * (len(t) - 1))
-        else:
-            need = t[0]["max_new"]
-        total = s["prompt_tokens"] + need
+        total = s["prompt_tokens"] + reserved_tokens(s)
         assert total <= s["target_tokens"], (s["task"], s["id"], total)
         if s["task"] not in ("qa_1", "qa_2"):  # the QA fixtures hold only a few documents
             # the haystack was grown to fill the target (2% slack for the per-sample step)
@@ -145,21 +152,18 @@ def test_fit_takes_the_largest_haystack_that_fits(tmp_path):
     target is seen too, and for niah_single_1 one of 32 lines, a size the
     search grows through."""
     noise = json.load(open(os.path.join(ROOT, "configs", "prompts", "ruler.json")))["noise"]
-    cases = [({"task": "niah_single_1", "prompts": ruler_wording(tmp_path)}, 830, len(noise) + 1,
-              lambda t: t[0]["max_new"]),
-             ({"task": "scbench_kv_like", "turns": 2}, 1500, 80,
-              lambda t: sum(x["max_new"] for x in t) + 64 * (len(t) - 1)),
-             ({"task": "scbench_kv_like", "turns": 2, "mode": "multi_request"}, 1500, 80,
-              lambda t: t[0]["max_new"] + 32)]
-    for task, base, unit, need in cases:
+    cases = [({"task": "niah_single_1", "prompts": ruler_wording(tmp_path)}, 830, len(noise) + 1),
+             ({"task": "scbench_kv_like", "turns": 2}, 1500, 80),
+             ({"task": "scbench_kv_like", "turns": 2, "mode": "multi_request"}, 1500, 80)]
+    for task, base, unit in cases:
         n_len = 60 if task["task"] == "niah_single_1" else 20
         rows = prompts([dict(task, lengths=list(range(base, base + n_len)), samples=1)], tmp_path)
         assert len(rows) == n_len
         exact, exact_pow2 = 0, 0
         for s in rows:
             n = bytes4_bytes(s)
-            fits = (n + 3) // 4 + need(s["turns"])
-            assert fits <= s["target_tokens"] < (n + unit + 3) // 4 + need(s["turns"]), (task, s["id"])
+            fits = (n + 3) // 4 + reserved_tokens(s)
+            assert fits <= s["target_tokens"] < (n + unit + 3) // 4 + reserved_tokens(s), (task, s["id"])
             exact += fits == s["target_tokens"]
             lines = s["turns"][0]["user"].count(noise)
             exact_pow2 += fits == s["target_tokens"] and lines == 32
@@ -297,10 +301,12 @@ def test_needle_default_corpus_is_fortunes_without_separators(tmp_path):
             lines = open(os.path.join(fdir, name), encoding="utf-8").read().split("\n")
             corpus += re.split(r"[ \t\n\r\f\v]+", " ".join(ln for ln in lines if ln != "%").strip())
     w = wording(tmp_path, "needle", template="{context}", instruction="", question="")
-    rows = prompts([{"task": "needle", "words": [4000], "depths": [1], "per_cell": 1, "prompts": w}], tmp_path)
+    # 10,000 words: past fortunes (4,693 words) into literature, so the order counts too
+    rows = prompts([{"task": "needle", "words": [10000], "depths": [1], "per_cell": 1, "prompts": w}],
+                   tmp_path)
     assert "fortunes-min" in rows[0]["provenance"]
     user = rows[0]["turns"][0]["user"]
-    assert user.split(" ")[:4000] == corpus[:4000]
+    assert len(corpus) > 10000 and user.split(" ")[:10000] == corpus[:10000]
 
 
 def test_needle_auto_grid_fits_context(tmp_path):
@@ -535,7 +541,8 @@ def test_ruler_vt_cwe_fwe_answers(tmp_path):
             cnt = collections.Counter(coded)
             ranked = [wd for wd, _ in cnt.most_common(4)]
             assert ranked[0] == "..." and ranked[1:] == ans
-            # Zipf(2): rank k of a vocabulary of (target - 50) // 50 words occurs
+            # Zipf(2): rank k of a vocabulary of (target - 50) // 50 words (DATASETS.md;
+            # RULER also subtracts the template's tokens) occurs
             # floor(units / (k^2 zeta(2))) times, for one units (brute force over
             # the units that the count of rank 1 allows); at 512 tokens the
             # vocabulary (9 words) is smaller than the ranks that would occur

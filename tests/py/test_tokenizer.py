@@ -137,18 +137,6 @@ def test_decode_roundtrip(smol, tmp_path):
         assert p == hf.decode(i, skip_special_tokens=True), t
 
 
-def _bytes_to_unicode():
-    """GPT-2's byte -> printable character map (the byte-level pieces' alphabet)."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
-    cs, n = bs[:], 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, map(chr, cs)))
-
-
 def test_decode_makes_valid_utf8(smol, tmp_path):
     """Byte-level pieces can end mid-character. Decoding replaces each maximal
     ill-formed subpart with U+FFFD, as HF's decoder (Rust's from_utf8_lossy)
@@ -163,7 +151,8 @@ def test_decode_makes_valid_utf8(smol, tmp_path):
     its NULs replaced the same way."""
     info, _ = smol
     tid = {t: i for i, t in enumerate(info["tokens"])}
-    b2u = _bytes_to_unicode()
+    import tinymodel
+    b2u = dict(tinymodel.bytes_to_unicode())  # GPT-2's byte -> character map
     byte_id = {b: tid[b2u[b]] for b in range(256) if b2u[b] in tid}  # a few control bytes lack one
     rng = __import__("random").Random(7)
     # (C0, C1 and F5..FF never occur in UTF-8 and have no token here)

@@ -49,7 +49,7 @@ weights), "rope_freqs" (Llama-3.1 divisors with factor -1: some <= 0),
 "rope_dims" (rope.dimension_count 8 for a head dim of 16), "context_zero"
 (llama.context_length 0), "vocab_zero" (llama.vocab_size 0), "unsupported_type"
 (`tensor`, default blk.0.attn_q.weight, relabelled Q8_1: its bytes run into the
-next tensor's, which GGUF allows).
+next tensor's, which kvbench's reader allows, docs/GGUF.md; llama.cpp's would refuse it).
 
 Command line: python3 tests/py/tinymodel.py OUT.gguf [--wtype Q8_0] [...]
 """

@@ -36,7 +36,7 @@ class LlamaRef:
         self.n_head = int(_field(r, p + "attention.head_count"))
         self.n_head_kv = int(_field(r, p + "attention.head_count_kv", self.n_head))
         self.head_dim = int(_field(r, p + "attention.key_length", self.n_embd // self.n_head))
-        self.eps = float(_field(r, p + "attention.layer_norm_rms_epsilon", 1e-5))
+        self.eps = float(_field(r, p + "attention.layer_norm_rms_epsilon"))  # required (engine.md §2)
         self.theta = float(_field(r, p + "rope.freq_base", 10000.0))
         factor = _field(r, p + "rope.scaling.factor", None)
         if factor is None:

@@ -78,7 +78,7 @@ static void test_rng_helpers(void) {
  * rng_sample's two paths give every value with probability k / n, in every
  * position with 1 / n, never twice. Bounds: binomial counts within 5 sd or
  * more (60000 shuffles: sd of a 1/6 count ~91, bound 500; 30000 samples:
- * sd of a k/n count <= 87, of a position count <= 66, bound 10% of the mean,
+ * sd of a k/n count <= 87, of a position count <= 70, bound 10% of the mean,
  * >= 5 sd). */
 static void test_rng_distributions(void) {
     kb_rng r;

@@ -176,6 +176,16 @@ static int open_spec(const spec *s, kb_err *err) {
 
 /* ------------------------------------------------------------------ tests */
 
+/* gguf_print's output (the caller frees it). */
+static char *printed(const gguf_file *f) {
+    char *out = NULL;
+    size_t outn = 0;
+    FILE *mf = open_memstream(&out, &outn);
+    gguf_print(f, mf);
+    fclose(mf);
+    return out;
+}
+
 static void test_good_file(void) {
     spec s = spec_default();
     buf b = build(&s);
@@ -276,11 +286,7 @@ static void test_good_file(void) {
         CHECK_EQ_INT(((const uint8_t *)tb->data)[5], 5);
     }
     /* gguf_print lists every key and tensor */
-    char *out = NULL;
-    size_t outn = 0;
-    FILE *mf = open_memstream(&out, &outn);
-    gguf_print(f, mf);
-    fclose(mf);
+    char *out = printed(f);
     CHECK(strstr(out, "kv 8 general.name string \"tiny\"\n") != NULL);
     CHECK(strstr(out, "kv 12 t.strs array[string] n=3 [\"zero\", \"\", \"two words\"]\n") != NULL);
     CHECK(strstr(out, "kv 5 t.i32 i32 -7\n") != NULL);
@@ -301,11 +307,7 @@ static void test_good_file(void) {
         CHECK_EQ_INT(f->alignment, 64);
         CHECK_EQ_INT(f->data_offset % 64, 0);
         CHECK_EQ_INT(gguf_find_tensor(f, "blk.0.b")->offset, 64);
-        char *o2 = NULL;
-        size_t n2 = 0;
-        FILE *m2 = open_memstream(&o2, &n2);
-        gguf_print(f, m2);
-        fclose(m2);
+        char *o2 = printed(f);
         CHECK(strstr(o2, "t.nested array[array] n=1 [array[array] n=1]") != NULL);
         free(o2);
         gguf_close(f);
@@ -398,16 +400,6 @@ static buf one_kv_file(const char *key, size_t key_len, uint32_t type, const voi
     put_u32(&b, type);
     put(&b, val, val_len);
     return b;
-}
-
-/* gguf_print's output (the caller frees it). */
-static char *printed(const gguf_file *f) {
-    char *out = NULL;
-    size_t outn = 0;
-    FILE *mf = open_memstream(&out, &outn);
-    gguf_print(f, mf);
-    fclose(mf);
-    return out;
 }
 
 static int open_buf(buf *b, gguf_file **f, kb_err *err) {

@@ -230,6 +230,11 @@ static void test_bpe(void) {
     v.merges[v.nm++] = "ab c";
     v.merges[v.nm++] = "x zz"; /* names a missing token: skipped with a warning */
     v.merges[v.nm++] = "c a";  /* its result "ca" is missing: skipped too */
+    int xy = tiny_vocab_add(&v, "xy", TT_NORMAL, 0);
+    tiny_vocab_add(&v, "yz", TT_NORMAL, 0);
+    v.merges[v.nm++] = "x y";
+    v.merges[v.nm++] = "y z";
+    v.merges[v.nm++] = "x y"; /* listed twice: the first rank counts (TOKENIZER.md, as llama.cpp) */
     tok_spec s = tiny_vocab_spec(&v, "test.gguf", "gpt2", "gpt2");
     s.eos = eot;
     kb_tokenizer *t;
@@ -268,6 +273,10 @@ static void test_bpe(void) {
     tokenizer_encode_cont(t, "", 0, &none, &n_none, &err);
     CHECK(none != NULL && n_none == 0);
     free(none);
+    /* "xyz": "x y" (rank 6) before "y z" (7) -> xy z; with the last rank of a merge
+     * listed twice (8, as HF's tokenizers keeps it) "y z" would go first -> x yz */
+    sprintf(want, "%d %d", xy, 'z');
+    CHECK_STREQ(enc(t, "xyz", 1, 0), want);
     /* a merge whose result is not in the vocabulary never fires */
     sprintf(want, "%d %d", 'c', 'a');
     CHECK_STREQ(enc(t, "ca", 1, 0), want);
