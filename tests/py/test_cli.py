@@ -29,8 +29,8 @@ def broken(tmp_path_factory):
     d = tmp_path_factory.mktemp("broken")
     out = {}
     for kind in ("arch", "missing_tensor", "wrong_shape", "missing_key", "key_type", "rms_eps",
-                 "token_type", "kv_heads", "odd_head_dim", "rope_freqs", "rope_dims", "context_zero",
-                 "vocab_zero", "unsupported_type"):
+                 "token_type", "kv_heads", "odd_head_dim", "rope_freqs", "rope_dims", "value_length",
+                 "context_zero", "vocab_zero", "unsupported_type"):
         p = d / f"{kind}.gguf"
         tinymodel.write_broken_llama(p, kind)
         out[kind] = str(p)
@@ -100,6 +100,7 @@ MODEL_ERRORS = {
     "odd_head_dim": "head dims key 15 / value 15: expected equal and even",
     "rope_freqs": ("rope_freqs.weight[", "expected > 0"),  # the first rescaled dim is negative
     "rope_dims": "rope.dimension_count 8 != head dim 16",
+    "value_length": "head dims key 16 / value 8: expected equal and even",  # GGUF.md: equal
     "context_zero": "(layers 2, embd 64, ff 96, heads 4, kv heads 2, context 0)",
     "vocab_zero": "vocabulary size must be positive",
     "unsupported_type": "'blk.0.attn_q.weight' has type Q8_1, which kvbench cannot compute with",

@@ -46,7 +46,8 @@ kind "arch" (general.architecture "gpt9", keys under "gpt9."),
 "token_type" (token 5 of type 9, outside llama.cpp's 0..6), "kv_heads"
 (head_count_kv 3 for 4 heads), "odd_head_dim" (n_embd 60: head dim 15, F32
 weights), "rope_freqs" (Llama-3.1 divisors with factor -1: some <= 0),
-"rope_dims" (rope.dimension_count 8 for a head dim of 16), "context_zero"
+"rope_dims" (rope.dimension_count 8 for a head dim of 16), "value_length"
+(llama.attention.value_length 8 for a key length of 16), "context_zero"
 (llama.context_length 0), "vocab_zero" (llama.vocab_size 0), "unsupported_type"
 (`tensor`, default blk.0.attn_q.weight, relabelled Q8_1: its bytes run into the
 next tensor's, which kvbench's reader allows, docs/GGUF.md; llama.cpp's would refuse it).
@@ -327,8 +328,10 @@ def _build(path, *, n_layer=2, n_embd=64, n_head=4, n_head_kv=2, n_ff=96, n_ctx=
     p = arch + "."
 
     key_values = key_values or {}
+    written = set()
 
     def kv(fn, key, value):
+        written.add(key)
         if key in key_values:                                   # a deliberate wrong value or type
             value = key_values[key]
             fn = (w.add_string if isinstance(value, str) else
@@ -351,6 +354,8 @@ def _build(path, *, n_layer=2, n_embd=64, n_head=4, n_head_kv=2, n_ff=96, n_ctx=
         stype, factor = rope_scaling
         w.add_string(p + "rope.scaling.type", stype)
         w.add_float32(p + "rope.scaling.factor", float(factor))
+    for key in sorted(set(key_values) - written):              # keys the model has no other use for
+        kv(None, key, None)
     w.add_uint32("general.quantization_version", 2)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("smollm")
@@ -440,6 +445,8 @@ def write_broken_llama(path, kind, *, tensor=None, key=None, **kw):
         _build(path, rope_freqs=dict(factor=-1.0), **kw)
     elif kind == "rope_dims":                                   # partial rotary: 8 of 16
         _build(path, key_values={"llama.rope.dimension_count": 8}, **kw)
+    elif kind == "value_length":                                # key length 16, value length 8
+        _build(path, key_values={"llama.attention.value_length": 8}, **kw)
     elif kind == "context_zero":
         _build(path, key_values={"llama.context_length": 0}, **kw)
     elif kind == "vocab_zero":
@@ -454,7 +461,7 @@ def write_broken_llama(path, kind, *, tensor=None, key=None, **kw):
         open(path, "wb").write(bytes(data))
     else:
         raise ValueError(f"kind {kind!r}: expected arch, missing_tensor, wrong_shape, missing_key, "
-                         "key_type, rms_eps, token_type, kv_heads, odd_head_dim, rope_freqs, rope_dims, "
+                         "key_type, rms_eps, token_type, kv_heads, odd_head_dim, rope_freqs, rope_dims, value_length, "
                          "context_zero, vocab_zero or unsupported_type")
 
 
