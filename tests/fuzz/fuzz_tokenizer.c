@@ -99,10 +99,7 @@ static void tok_fz_tiny_bpe(void) {
 static void tok_fz_tiny_spm(void) {
     static tiny_vocab v, w;
     static char hex[256][8];
-    memset(&v, 0, sizeof v);
-    tiny_vocab_add(&v, "<unk>", TT_UNKNOWN, 0);
-    tiny_vocab_add(&v, "<s>", TT_CONTROL, 0);
-    tiny_vocab_add(&v, "</s>", TT_CONTROL, 0);
+    tiny_vocab_spm(&v);
     for (int b = 0; b < 256; b++) {
         snprintf(hex[b], sizeof hex[b], "<0x%02X>", b);
         tiny_vocab_add(&v, hex[b], TT_BYTE, 0);
@@ -119,10 +116,7 @@ static void tok_fz_tiny_spm(void) {
     tok_spec s = tiny_vocab_spec(&v, "fuzz-vocab", "llama", NULL);
     tok_fz[5] = tok_fz_build(&s);
 
-    memset(&w, 0, sizeof w);
-    tiny_vocab_add(&w, "<unk>", TT_UNKNOWN, 0);
-    tiny_vocab_add(&w, "<s>", TT_CONTROL, 0);
-    tiny_vocab_add(&w, "</s>", TT_CONTROL, 0);
+    tiny_vocab_spm(&w);
     tiny_vocab_add(&w, "\xe2\x96\x81", TT_NORMAL, -10);
     tiny_vocab_add(&w, "a", TT_NORMAL, -11);
     tiny_vocab_add(&w, "b", TT_NORMAL, -12);

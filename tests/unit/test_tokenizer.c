@@ -411,10 +411,8 @@ static void test_spm(void) {
      * "abb" -> ▁ab b ("bb" is no token). Without the space prefix "ab" is
      * the token ab. 'é' is not in the vocab -> bytes <0xC3> <0xA9>. */
     static tiny_vocab v;
-    memset(&v, 0, sizeof v);
-    int unk = tiny_vocab_add(&v, "<unk>", TT_UNKNOWN, 0);
-    int bos = tiny_vocab_add(&v, "<s>", TT_CONTROL, 0);
-    int eos = tiny_vocab_add(&v, "</s>", TT_CONTROL, 0);
+    tiny_vocab_spm(&v);
+    const int unk = 0, bos = 1, eos = 2;
     static char hex[256][8];
     for (int b = 0; b < 256; b++) {
         sprintf(hex[b], "<0x%02X>", b);
@@ -506,10 +504,7 @@ static void test_spm(void) {
     /* no byte tokens: a final symbol that is not a token is one UNK, however
      * many bytes it has (▁ a ▁ é -> ▁ a ▁ UNK) */
     static tiny_vocab w;
-    memset(&w, 0, sizeof w);
-    tiny_vocab_add(&w, "<unk>", TT_UNKNOWN, 0);
-    tiny_vocab_add(&w, "<s>", TT_CONTROL, 0);
-    tiny_vocab_add(&w, "</s>", TT_CONTROL, 0);
+    tiny_vocab_spm(&w);
     tiny_vocab_add(&w, "\xe2\x96\x81", TT_NORMAL, -1);
     tiny_vocab_add(&w, "a", TT_NORMAL, -2);
     s = tiny_vocab_spec(&w, "test.gguf", "llama", NULL);
@@ -529,29 +524,29 @@ static void test_spm(void) {
     }
 }
 
+/* A chat rendering (a new string) checked against want, then freed. */
+#define CHECK_CHAT(expr, want)     \
+    do {                           \
+        char *chat_ = (expr);      \
+        CHECK_STREQ(chat_, want);  \
+        free(chat_);               \
+    } while (0)
+
 static void test_chat(void) {
-    char *s = chat_first_turn(KB_CHAT_CHATML, NULL, "hi");
-    CHECK_STREQ(s, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
-                   "Face<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
-    free(s);
-    s = chat_first_turn(KB_CHAT_CHATML_NOSYS, NULL, "hi");
-    CHECK_STREQ(s, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
-    free(s);
-    s = chat_next_turn(KB_CHAT_MISTRAL, "ok", "more");
-    CHECK_STREQ(s, "ok</s>[INST] more [/INST]");
-    free(s);
-    s = chat_first_turn(KB_CHAT_MISTRAL, NULL, "hi");
-    CHECK_STREQ(s, "<s>[INST] hi [/INST]");
-    free(s);
-    s = chat_first_turn(KB_CHAT_LLAMA3, NULL, "  hi \n");
-    CHECK_STREQ(s, "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"
-                   "<|start_header_id|>assistant<|end_header_id|>\n\n");
-    free(s);
-    s = chat_first_turn(KB_CHAT_VICUNA, NULL, "hi");
-    CHECK_STREQ(s, "A chat between a curious user and an artificial intelligence assistant. The "
-                   "assistant gives helpful, detailed, and polite answers to the user's questions. "
-                   "USER: hi ASSISTANT:");
-    free(s);
+    CHECK_CHAT(chat_first_turn(KB_CHAT_CHATML, NULL, "hi"),
+               "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+               "Face<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+    CHECK_CHAT(chat_first_turn(KB_CHAT_CHATML_NOSYS, NULL, "hi"),
+               "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+    CHECK_CHAT(chat_next_turn(KB_CHAT_MISTRAL, "ok", "more"), "ok</s>[INST] more [/INST]");
+    CHECK_CHAT(chat_first_turn(KB_CHAT_MISTRAL, NULL, "hi"), "<s>[INST] hi [/INST]");
+    CHECK_CHAT(chat_first_turn(KB_CHAT_LLAMA3, NULL, "  hi \n"),
+               "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"
+               "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    CHECK_CHAT(chat_first_turn(KB_CHAT_VICUNA, NULL, "hi"),
+               "A chat between a curious user and an artificial intelligence assistant. The "
+               "assistant gives helpful, detailed, and polite answers to the user's questions. "
+               "USER: hi ASSISTANT:");
     kb_chat_format f;
     CHECK_EQ_INT(chat_format_parse("llama3", &f), 0);
     CHECK_EQ_INT(f, KB_CHAT_LLAMA3);
@@ -571,27 +566,19 @@ static void test_chat(void) {
     CHECK_EQ_INT(chat_detect("", 1), KB_CHAT_VICUNA);
     CHECK_EQ_INT(chat_detect("", 0), KB_CHAT_RAW);
     /* raw: [{S}\n\n]{U}, then {A}\n\n{U} */
-    s = chat_first_turn(KB_CHAT_RAW, "S", "U");
-    CHECK_STREQ(s, "S\n\nU");
-    free(s);
-    s = chat_first_turn(KB_CHAT_RAW, NULL, "U");
-    CHECK_STREQ(s, "U");
-    free(s);
-    s = chat_next_turn(KB_CHAT_RAW, "A", "U");
-    CHECK_STREQ(s, "A\n\nU");
-    free(s);
+    CHECK_CHAT(chat_first_turn(KB_CHAT_RAW, "S", "U"), "S\n\nU");
+    CHECK_CHAT(chat_first_turn(KB_CHAT_RAW, NULL, "U"), "U");
+    CHECK_CHAT(chat_next_turn(KB_CHAT_RAW, "A", "U"), "A\n\nU");
     /* Llama-3's |trim is Python's str.strip(): U+001C..U+001F, NEL and
      * U+3000 go ("\x1c\x1dsys\x1e\x1f".strip() == "sys"); a stray byte is
      * not whitespace, so it and the space before it stay */
-    s = chat_first_turn(KB_CHAT_LLAMA3, "\x1c\x1dsys\x1e\x1f", "\xc2\x85 hi \xe3\x80\x80");
-    CHECK_STREQ(s, "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nsys<|eot_id|>"
-                   "<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"
-                   "<|start_header_id|>assistant<|end_header_id|>\n\n");
-    free(s);
-    s = chat_next_turn(KB_CHAT_LLAMA3, "ok", "hi \x80");
-    CHECK_STREQ(s, "ok<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nhi \x80<|eot_id|>"
-                   "<|start_header_id|>assistant<|end_header_id|>\n\n");
-    free(s);
+    CHECK_CHAT(chat_first_turn(KB_CHAT_LLAMA3, "\x1c\x1dsys\x1e\x1f", "\xc2\x85 hi \xe3\x80\x80"),
+               "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nsys<|eot_id|>"
+               "<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"
+               "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    CHECK_CHAT(chat_next_turn(KB_CHAT_LLAMA3, "ok", "hi \x80"),
+               "ok<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nhi \x80<|eot_id|>"
+               "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
 int main(void) {

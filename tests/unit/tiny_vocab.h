@@ -31,6 +31,14 @@ static inline int tiny_vocab_add(tiny_vocab *v, const char *s, int type, float s
     return v->n++;
 }
 
+/* Empties v and gives it SentencePiece's usual first ids: <unk> 0, <s> 1 and </s> 2. */
+static inline void tiny_vocab_spm(tiny_vocab *v) {
+    memset(v, 0, sizeof *v);
+    tiny_vocab_add(v, "<unk>", TT_UNKNOWN, 0);
+    tiny_vocab_add(v, "<s>", TT_CONTROL, 0);
+    tiny_vocab_add(v, "</s>", TT_CONTROL, 0);
+}
+
 /* The spec of v for tokenizer model `model` and pre-tokenizer `pre`; `where`
  * names it in error messages. */
 static inline tok_spec tiny_vocab_spec(tiny_vocab *v, const char *where, const char *model, const char *pre) {
