@@ -6,6 +6,7 @@
 
 #include "harness/atomic.h"
 #include "harness/cli.h"
+#include "harness/config.h"
 #include "harness/driver.h"
 
 static void usage(FILE *f) {
@@ -112,6 +113,8 @@ int cmd_sweep(int argc, char **argv) {
         return 2;
     }
     int rc = sweep_run(&o, &err);
+    /* an error found against the model or the data in a key --set replaced */
+    if (rc == KB_EINPUT) sweep_config_blame_override(o.config, sets, nsets, &err);
     if (rc) fprintf(stderr, "kvbench sweep: %s\n", err.msg);
     free(sets);
     return rc;

@@ -245,6 +245,38 @@ static int apply_override(cJSON *root, const char *kv, const char *path, kb_err 
     return 0;
 }
 
+void sweep_config_blame_override(const char *path, char *const *overrides, int n_over, kb_err *err) {
+    /* an error about a key an override replaced names the override: the
+     * error's place, right after "PATH: ", must be that top-level key, so
+     * that a file's methods[0] "budgets" is not blamed on --set budgets */
+    if (!err || strstr(err->msg, " (the value comes from --set ")) return;
+    size_t pl = strlen(path);
+    const char *at = !strncmp(err->msg, path, pl) && !strncmp(err->msg + pl, ": ", 2) ? err->msg + pl + 2 : NULL;
+    /* the haystack and data_dir keys' errors come from a task's samples,
+     * "tasks[2]: key 'haystack': ...": their place is the key, not the task */
+    const char *k = at && !strncmp(at, "tasks[", 6) ? strstr(at, "]: key '") : NULL;
+    if (k && (!strncmp(k + 3, "key 'haystack'", 14) || !strncmp(k + 3, "key 'data_dir'", 14))) at = k + 3;
+    for (int i = n_over - 1; i >= 0 && at; i--) {
+        const char *eq = strchr(overrides[i], '=');
+        if (!eq) continue;
+        /* the ways config errors name a top-level key K: "key 'K'",
+         * "key 'K[1]'", "K[2]: ..." (methods[2], tasks[2]), "K: ..."
+         * (latency), "K entry 'LABEL'" (methods, checked against the model) */
+        static const char *const forms[] = {"key '%.*s'", "key '%.*s[", "%.*s[", "%.*s:", "%.*s entry '"};
+        int kl = (int)(eq - overrides[i]), hit = 0;
+        for (size_t f = 0; f < KB_ARRAY_LEN(forms) && !hit; f++) {
+            char pat[160];
+            snprintf(pat, sizeof pat, forms[f], kl, overrides[i]);
+            hit = !strncmp(at, pat, strlen(pat));
+        }
+        if (hit) {
+            size_t n = strlen(err->msg);
+            snprintf(err->msg + n, sizeof err->msg - n, " (the value comes from --set %s)", overrides[i]);
+            break;
+        }
+    }
+}
+
 int sweep_config_load_with(const char *path, char *const *overrides, int n_over,
                            kb_sweep_config *c, kb_err *err) {
     memset(c, 0, sizeof *c);
@@ -258,31 +290,7 @@ int sweep_config_load_with(const char *path, char *const *overrides, int n_over,
         rc = kb_fail(err, KB_EINPUT, "%s: expected a JSON object at the top level", path);
     }
     for (int i = 0; i < n_over && !rc; i++) rc = apply_override(c->root, overrides[i], path, err);
-    if (!rc && (rc = resolve(c, err)) && err) {
-        /* an error about a key an override replaced names the override: the
-         * error's place, right after "PATH: ", must be that top-level key, so
-         * that a file's methods[0] "budgets" is not blamed on --set budgets */
-        size_t pl = strlen(path);
-        const char *at = !strncmp(err->msg, path, pl) && !strncmp(err->msg + pl, ": ", 2) ? err->msg + pl + 2 : NULL;
-        for (int i = n_over - 1; i >= 0 && at; i--) {
-            const char *eq = strchr(overrides[i], '=');
-            /* the ways config errors name a top-level key K: "key 'K'",
-             * "key 'K[1]'", "K[2]: ..." (methods[2]), "K: ..." (latency) */
-            static const char *const forms[] = {"key '%.*s'", "key '%.*s[", "%.*s[", "%.*s:"};
-            int kl = (int)(eq - overrides[i]), hit = 0;
-            for (size_t f = 0; f < KB_ARRAY_LEN(forms) && !hit; f++) {
-                char pat[160];
-                snprintf(pat, sizeof pat, forms[f], kl, overrides[i]);
-                hit = !strncmp(at, pat, strlen(pat));
-            }
-            if (hit) {
-                size_t n = strlen(err->msg);
-                snprintf(err->msg + n, sizeof err->msg - n, " (the value comes from --set %s)",
-                         overrides[i]);
-                break;
-            }
-        }
-    }
+    if (!rc && (rc = resolve(c, err))) sweep_config_blame_override(path, overrides, n_over, err);
     if (!rc && !c->name) {
         const char *b = strrchr(path, '/');
         b = b ? b + 1 : path;

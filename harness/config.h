@@ -47,6 +47,12 @@ int sweep_config_load(const char *path, kb_sweep_config *c, kb_err *err);
  * budgets=[64,128], kv_dtype=f32, before validation. */
 int sweep_config_load_with(const char *path, char *const *overrides, int n_over,
                            kb_sweep_config *c, kb_err *err);
+/* Ends err's message with " (the value comes from --set KEY=VALUE)" when
+ * the error's place (right after "PATH: ") is a top-level key that one of
+ * the overrides replaced; sweep_config_load_with does this for its own
+ * errors, and the sweep for the ones it finds later against the model and
+ * the data (tasks[i]: ..., key 'latency', methods entry 'LABEL'). Once only. */
+void sweep_config_blame_override(const char *path, char *const *overrides, int n_over, kb_err *err);
 /* The same checks on an already applied config (run.json's "config"); where
  * names it in errors. */
 int sweep_config_from_json(const cJSON *root, const char *where, kb_sweep_config *c, kb_err *err);

@@ -439,6 +439,30 @@ def test_set_note_blames_only_its_own_value(kvbench_bin, tiny, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("value,where", [
+    ('tasks=[{"task":"nosuch"}]', ": tasks[0]: unknown task 'nosuch'"),
+    ('latency={"contexts":[4096]}', ": key 'latency': context 4096 + 16 decode tokens does not fit"),
+    ("haystack=nowhere", ": tasks[0]: key 'haystack': nowhere: cannot open directory"),
+    ('methods=[{"method":"hybrid","budget":32,"r":1000}]', ": methods entry 'hybrid': key 'r': 1000 exceeds"),
+])
+def test_set_note_on_errors_found_against_the_model(kvbench_bin, tiny, tmp_path, value, where):
+    """CONFIG.md: an error in a top-level key's value that --set replaced ends
+    with "(the value comes from --set KEY=VALUE)", also when the sweep finds
+    it after reading the config: against the task registry and haystack (the
+    samples), the model's context and head dim. Before, only the errors of
+    the config reader had the note, and these blamed the file alone."""
+    cfg = write_config(tmp_path / "c.json")
+    p = run(kvbench_bin, "sweep", cfg, "--out", tmp_path / "o", "-m", tiny, "--dry-run", "--set", value)
+    assert p.returncode == 2 and where in p.stderr, p.stderr
+    assert p.stderr.rstrip().endswith(f"(the value comes from --set {value})"), p.stderr
+    assert not (tmp_path / "o").exists()
+    # the file's own haystack is not blamed on --set tasks
+    cfg = write_config(tmp_path / "c.json", haystack="nowhere")
+    p = run(kvbench_bin, "sweep", cfg, "--out", tmp_path / "o", "-m", tiny, "--dry-run", "--set",
+            'tasks=[{"task":"needle","words":[60],"depths":[0.5],"per_cell":1,"max_new":4}]')
+    assert p.returncode == 2 and "key 'haystack': nowhere" in p.stderr and "comes from --set" not in p.stderr, p.stderr
+
+
 def test_prompts_reads_paths_as_the_sweep(kvbench_bin, tiny, tmp_path):
     """`prompts CONFIG.json` prints the samples the sweep runs, so it reads the
     config's paths as the sweep does: an empty "data_dir" or "haystack" is
