@@ -296,6 +296,7 @@ def test_sweep_cli_errors(kvbench_bin, tiny, tmp_path):
                                           "per_cell": 1, "max_new": 2}], "methods": ["full"]}))
     cases = [
         ([], "expected exactly one CONFIG.json"),
+        ([cfg, cfg], "expected exactly one CONFIG.json"),    # a second config is not dropped
         ([cfg, "--shard", "3/2"], "--shard expects I/N"),
         ([cfg, "--shard", "x"], "--shard expects I/N"),
         ([cfg, "--shard", "1/4294967298"], "--shard expects I/N"),   # was read as 1/2
@@ -312,6 +313,7 @@ def test_sweep_cli_errors(kvbench_bin, tiny, tmp_path):
         ([cfg, "--set", 'description={"a":1}'], "key 'description': expected a string, got an object"),
         ([tmp_path / "missing.json"], "missing.json: cannot open"),
         ([cfg, "--dump-trace", "50"], "--dump-trace 50"),
+        ([cfg, "--dump-trace", "-1"], "--dump-trace expects an integer in [0, 4096], got '-1'"),  # -1: no trace
         ([cfg, "--dump-trace", "50", "--dry-run"], "--dump-trace 50"),   # --dry-run passed it
     ]
     for args, msg in cases:
