@@ -245,6 +245,11 @@ def test_generate_errors(kvbench_bin, tiny, tmp_path):
         (["-m", "synthetic:nosuch", "-p", "x"], "unknown synthetic model"),
         (["-m", "synthetic:smollm2-135m", "-p", "x"], "no tokenizer"),
         (["-m", tiny, "-p", "x", "extra"], "unexpected argument"),
+        # refused before the model loads: both texts, and each range's edge
+        (["-m", tiny, "-p", "x", "-f", tmp_path / "nul.txt"], "exactly one of -p TEXT or -f FILE"),
+        (["-m", tiny, "-p", "x", "--budget", "-1"], "--budget expects an integer in [0, 1073741824], got '-1'"),
+        (["-m", tiny, "-p", "x", "--threads", "0"], "--threads expects an integer in [1, 1024], got '0'"),
+        (["-m", tiny, "-p", "x", "--dump-trace", "-1"], "--dump-trace expects an integer in [0, 4096], got '-1'"),
     ]
     for args, msg in cases:
         p = run(kvbench_bin, "generate", *args)
