@@ -318,6 +318,17 @@ def test_info_rows_needs_dump_tensor(kvbench_bin, tiny):
     refused(run(kvbench_bin, "info", tiny, "--rows", "0:2"), "--rows needs --dump-tensor")
     p = run(kvbench_bin, "info", tiny, "--dump-tensor", "output_norm.weight", "--rows", "0:1")
     assert p.returncode == 0 and p.stdout.startswith(b"row 0 "), p.stderr
+    # GGUF.md: rows A..B-1, default 0:1; output_norm.weight is one row (a norm vector)
+    p = run(kvbench_bin, "info", tiny, "--dump-tensor", "output_norm.weight")
+    assert p.returncode == 0 and p.stdout.count(b"\n") == 1 and p.stdout.startswith(b"row 0 "), p.stdout[:80]
+    for rows in ("1:1", "2:1", "-1:1", "0:-1", "0:", ":1", "0:1x"):
+        refused(run(kvbench_bin, "info", tiny, "--dump-tensor", "output_norm.weight", "--rows", rows),
+                f"--rows expects A:B with 0 <= A < B, got '{rows}'")
+    refused(run(kvbench_bin, "info", tiny, "--dump-tensor", "output_norm.weight", "--rows", "1:2"),
+            "--rows 1:2 is past tensor 'output_norm.weight', which has 1 rows")
+    # one MODEL: -m and a positional one, or two positional ones, are refused
+    refused(run(kvbench_bin, "info", "-m", tiny, tiny), "expected one MODEL, got extra argument")
+    refused(run(kvbench_bin, "info", tiny, tiny), "expected one MODEL, got extra argument")
 
 
 def test_an_option_given_twice_is_refused(kvbench_bin, tiny, tmp_path):
@@ -339,6 +350,7 @@ def test_an_option_given_twice_is_refused(kvbench_bin, tiny, tmp_path):
         (["sweep", cfg, "-m", tiny, "--out", a, "--out", b], "--out"),
         (["sweep", cfg, "-m", tiny, "-m", tiny, "--out", a], "--model"),
         (["sweep", cfg, "-m", tiny, "--out", a, "--threads", 1, "--threads", 2], "--threads"),
+        (["sweep", cfg, "-m", tiny, "--out", a, "--shard", "0/2", "--shard", "1/2"], "--shard"),
         (["generate", "-m", tiny, "-p", "hi", "-n", 2, "--method", "quest", "--budget", 32, "--budget", 64],
          "--budget"),
         (["generate", "-m", tiny, "-p", "hi", "-p", "there", "-n", 2], "--prompt"),
@@ -373,3 +385,61 @@ def test_an_option_given_twice_is_refused(kvbench_bin, tiny, tmp_path):
     p = run(kvbench_bin, "generate", "-m", tiny, "-p", "hi", "-n", 2, "--method", "quest", "--budget", 32,
             "--set", "page_size=16", "--set", "skip_layers=1", "--stats", "--stats")
     assert p.returncode == 0, p.stderr
+
+
+def test_prompts_option_values_and_defaults(kvbench_bin, tmp_path):
+    """prompts' options (--help, DATASETS.md): bad values refused before any
+    work (exit 2, nothing printed); the seed is the config's, 42 when none
+    is given (CONFIG.md), and --seed and --haystack win over the config's;
+    --counter bytes4 counts against 8192 tokens unless --n-ctx. Cheap: the
+    bytes4 counter loads no model."""
+    task = {"task": "needle", "words": [60], "depths": [0.5], "per_cell": 1, "max_new": 4}
+
+    def prompts(doc, *args):
+        path = tmp_path / "p.json"
+        path.write_text(json.dumps(doc))
+        counter = [] if "--counter" in args else ["--counter", "bytes4"]
+        return run(kvbench_bin, "prompts", path, *counter, *args)
+
+    def ok(doc, *args):
+        p = prompts(doc, *args)
+        assert p.returncode == 0, p.stderr
+        return p.stdout
+
+    for args, msg in [(["--n-ctx", 15], "--n-ctx expects an integer in [16, 16777216], got '15'"),
+                      (["--seed", -1], "--seed expects an integer in [0, 9007199254740992], got '-1'"),
+                      (["--counter", "words"], "--counter expects model or bytes4, got 'words'")]:
+        refused(prompts(task, *args), msg)
+    refused(prompts({"seed": 1, "tasks": []}), "expected a sweep config with a non-empty 'tasks' array")
+    seed42 = ok({"seed": 42, "tasks": [task]})
+    assert ok(task) == seed42 and ok([task]) == seed42 and ok({"tasks": [task]}) == seed42
+    assert ok({"seed": 43, "tasks": [task]}) != seed42  # the seed does change the sample
+    assert ok({"seed": 43, "tasks": [task]}, "--seed", 42) == seed42
+    # --haystack over the config's "haystack": the option's folder is read
+    hay = tmp_path / "hay"
+    hay.mkdir()
+    (hay / "a.txt").write_text("The quiet river ran past the old mill at dawn. " * 40)
+    own = ok({"tasks": [task], "haystack": str(tmp_path / "none")}, "--haystack", hay)
+    assert "quiet river" in own.decode()
+    # --data-dir over the config's "data_dir": the file is looked up under the option's folder
+    fix = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures")
+    sc = {"task": "scbench_kv", "file": "scbench/scbench_kv.jsonl"}
+    assert ok({"tasks": [sc], "data_dir": str(tmp_path / "none")}, "--data-dir", fix)
+    # bytes4 context: the needle's automatic word grid (no "words") ends at the
+    # largest prompt that fits 8192 tokens with max_new; one word more adds a
+    # few tokens, so the longest lies within 64 tokens of the limit
+    auto = {k: v for k, v in task.items() if k != "words"}
+    for args, n_ctx in [((), 8192), (("--n-ctx", 4096), 4096)]:
+        longest = max(json.loads(ln)["prompt_tokens"] for ln in ok(auto, *args).decode().splitlines())
+        assert n_ctx - 64 < longest + task["max_new"] <= n_ctx, (args, longest)
+
+
+def test_extra_arguments_refused(kvbench_bin, tiny, tmp_path):
+    """score takes one FILE.jsonl and tokenize none: a second file or a stray
+    word is refused (exit 2, nothing printed), not dropped."""
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text('{"pred": "a", "answers": ["a"]}\n')
+    refused(run(kvbench_bin, "score", "-m", "exact_match", preds, preds), "expected one input FILE.jsonl")
+    refused(run(kvbench_bin, "tokenize", "-m", tiny, "-p", "hi", "extra"), "unexpected argument 'extra'")
+    p = run(kvbench_bin, "score", "-m", "exact_match", preds)
+    assert p.returncode == 0 and p.stdout.startswith(b"1"), p.stderr
