@@ -1,15 +1,19 @@
-/* test_rundir.c - what a run directory may lose (harness/rundir.h) and when
- * two run.json were written by builds their commit cannot tell apart
- * (runinfo_other_build): cases written out by hand. */
+/* test_rundir.c - what a run directory may lose (harness/rundir.h), which
+ * temporaries are stale (atomic_clean_stale) and when two run.json were
+ * written by builds their commit cannot tell apart (runinfo_other_build):
+ * cases written out by hand. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "harness/atomic.h"
 #include "harness/rundir.h"
 #include "harness/runinfo.h"
+#include "methods/trace.h"
 
 static char dir[256];
 
@@ -52,11 +56,13 @@ int main(void) {
     put("plots/c.png", "mine");
     put("plots/b.svg.tmp.999999999", "cut");
     put("plots/plots.json", "{\"figures\": [{\"name\": \"a\", \"files\": [\"a.png\", \"a.dat\", \"../keep.txt\", "
-                            "\".hidden.png\", \"a.txt\", 7]}], \"in_progress\": [\"b.svg\", \"a.png\"]}");
+                            "\".hidden.png\", \"a.txt\", \"x/../../keep.png\", 7]}], "
+                            "\"in_progress\": [\"b.svg\", \"a.png\"]}");
     char **names;
     int n;
     plots_listed(dir, &names, &n);
-    CHECK_EQ_INT(n, 3); /* a.png once, a.dat, b.svg; the rest are not plot's names */
+    CHECK_EQ_INT(n, 3); /* a.png once, a.dat, b.svg; the rest are not plot's names (a '/' in
+                         * x/../../keep.png, which names a file outside plots/) */
     for (int i = 0; i < n; i++) free(names[i]);
     free(names);
     kb_err e = {0};
@@ -83,6 +89,89 @@ int main(void) {
     free(names);
     CHECK_EQ_INT(run_dir_clear(dir, &e), 0);
     CHECK(exists("plots/a.png"));
+
+    /* run.json goes first: when a later file cannot be removed (samples.csv
+     * a directory here), the directory holds no run.json beside the tables
+     * left (rundir.h), and the error names that file */
+    put("run.json", "{}\n");
+    put("summary.csv", "x\n");
+    char sdir[600];
+    snprintf(sdir, sizeof sdir, "%s/samples.csv", dir);
+    mkdir(sdir, 0755);
+    put("samples.csv/x", "1");
+    kb_err e2 = {0};
+    CHECK(run_dir_clear(dir, &e2) != 0);
+    CHECK(strstr(e2.msg, "samples.csv: cannot remove") != NULL);
+    CHECK(!exists("run.json") && exists("summary.csv"));
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "rm -r '%s' '%s/summary.csv'", sdir, dir);
+    CHECK_EQ_INT(system(cmd), 0);
+
+    /* traces/ (--dump-trace): each directory's trace files and their stale
+     * temporaries go, then the directory and traces/ when empty; a file of
+     * the user's and what a symbolic link points to stay */
+    static const char *const tdirs[] = {"traces", "traces/0_t_a_L1", "traces/1_t_b_L1", "kept"};
+    for (size_t i = 0; i < sizeof tdirs / sizeof *tdirs; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, tdirs[i]);
+        CHECK_EQ_INT(mkdir(p, 0755), 0);
+    }
+    for (int i = 0; i < KB_TRACE_NFILES; i++) {
+        char name[200];
+        snprintf(name, sizeof name, "traces/0_t_a_L1/%s", kb_trace_files[i]);
+        put(name, "1");
+        snprintf(name, sizeof name, "kept/%s", kb_trace_files[i]);
+        put(name, "1");
+    }
+    put("traces/0_t_a_L1/k.npy.tmp.999999999", "cut");
+    put("traces/1_t_b_L1/meta.json", "{}");
+    put("traces/1_t_b_L1/notes.txt", "mine");
+    char target[600], link[600];
+    snprintf(target, sizeof target, "%s/kept", dir);
+    snprintf(link, sizeof link, "%s/traces/2_t_c_L1", dir);
+    CHECK_EQ_INT(symlink(target, link), 0);
+    CHECK_EQ_INT(run_dir_clear(dir, &e), 0);
+    CHECK(!exists("traces/0_t_a_L1"));
+    CHECK(!exists("traces/1_t_b_L1/meta.json") && exists("traces/1_t_b_L1/notes.txt"));
+    CHECK(exists("kept/meta.json") && exists("kept/k.npy") && exists("traces/2_t_c_L1"));
+    /* once only kvbench's files are left, nothing of traces/ stays */
+    unlink(link);
+    snprintf(p, sizeof p, "%s/traces/1_t_b_L1/notes.txt", dir);
+    unlink(p);
+    put("traces/1_t_b_L1/q.npy", "1");
+    CHECK_EQ_INT(run_dir_clear(dir, &e), 0);
+    CHECK(!exists("traces"));
+    /* traces/ a symbolic link: not followed, nothing behind it removed */
+    snprintf(link, sizeof link, "%s/traces", dir);
+    snprintf(p, sizeof p, "%s/kept/sub", dir);
+    CHECK_EQ_INT(mkdir(p, 0755), 0);
+    put("kept/sub/meta.json", "{}");
+    CHECK_EQ_INT(symlink(target, link), 0);
+    CHECK_EQ_INT(run_dir_clear(dir, &e), 0);
+    CHECK(exists("kept/sub/meta.json") && exists("traces"));
+    unlink(link);
+
+    /* stale temporaries: only of the names given, with a decimal pid of a
+     * process that is gone (or this very process: a pid reused after a
+     * crash); a live writer's and anything else stay */
+    static const char *const tnames[] = {"samples.csv", "run.json"};
+    char mine[64], live[64];
+    snprintf(mine, sizeof mine, "samples.csv.tmp.%ld", (long)getpid());
+    snprintf(live, sizeof live, "run.json.tmp.%ld", (long)getppid());
+    put(mine, "cut");
+    put(live, "being written");
+    put("run.json.tmp.999999999", "cut");
+    put("samples.csv.tmp.", "x");
+    put("samples.csv.tmp.12a", "x");
+    put("samples.csvtmp.999999999", "x");
+    put("samples.csv.tmp.-5", "x");
+    put("summary.csv.tmp.999999999", "x");
+    CHECK_EQ_INT(atomic_clean_stale(dir, tnames, 2), 2);
+    CHECK(!exists(mine) && !exists("run.json.tmp.999999999"));
+    CHECK(exists(live) && exists("samples.csv.tmp.") && exists("samples.csv.tmp.12a"));
+    CHECK(exists("samples.csvtmp.999999999") && exists("samples.csv.tmp.-5") && exists("summary.csv.tmp.999999999"));
+    CHECK(atomic_tmp_of("samples.csv.tmp.12", "samples.csv") != NULL);
+    CHECK(atomic_tmp_of("samples.csv.tmp.", "samples.csv") == NULL);
+    CHECK(atomic_tmp_of("samples.csv.tmp.1 ", "samples.csv") == NULL);
 
     /* builds: a clean commit is compared as a commit; a modified tree's or an
      * unknown one's by the binary's sha256 too */
