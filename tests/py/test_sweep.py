@@ -709,6 +709,19 @@ def test_run_directory_safety(kvbench_bin, tiny, tmp_path):
     p = sweep(kvbench_bin, other, out, tiny, "--resume")
     assert p.returncode == 2 and "different config" in p.stderr
     assert (out / "samples.csv").read_bytes() == before, "a refused run must not touch the tables"
+    # every key of run.json a resume must share (runinfo_check_same, OUTPUTS.md), one
+    # changed at a time: refused naming it, run.json and the tables untouched
+    good = json.loads((out / "run.json").read_text())
+    for key, value, msg in (("model", dict(good["model"], sha256="0" * 64), "different model (sha256 differs)"),
+                            ("overrides", ["seed=5"], "different overrides"),
+                            ("shard", "1/2", "different shard"),
+                            ("kv_dtype", "bf16", "different kv_dtype")):
+        (out / "run.json").write_text(json.dumps(dict(good, **{key: value}, status="interrupted")))
+        edited = (out / "run.json").read_bytes()
+        p = sweep(kvbench_bin, cfg, out, tiny, "--resume")
+        assert p.returncode == 2 and f"run.json was made with a {msg}" in p.stderr, (key, p.stderr)
+        assert (out / "run.json").read_bytes() == edited and (out / "samples.csv").read_bytes() == before, key
+    (out / "run.json").write_text(json.dumps(good))
     p = sweep(kvbench_bin, other, out, tiny, "--resume", "--force")
     assert p.returncode == 0, p.stderr
     # a resumed run reads its rows back: one that is not of its plan is refused
