@@ -3,6 +3,7 @@
  * written by builds their commit cannot tell apart (runinfo_other_build):
  * cases written out by hand. */
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,15 @@ static int exists(const char *name) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     return access(path, F_OK) == 0;
+}
+
+/* entries of dir whose name starts with prefix */
+static int count_prefixed(const char *prefix) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) n += !strncmp(e->d_name, prefix, strlen(prefix));
+    if (d) closedir(d);
+    return n;
 }
 
 static int differs(const char *a, const char *b) {
@@ -149,6 +159,18 @@ int main(void) {
     CHECK_EQ_INT(run_dir_clear(dir, &e), 0);
     CHECK(exists("kept/sub/meta.json") && exists("traces"));
     unlink(link);
+
+    /* a write whose rename fails (the target a directory) says so and leaves
+     * no temporary; one that succeeds leaves only the file */
+    char tdir[600];
+    snprintf(tdir, sizeof tdir, "%s/table.csv", dir);
+    CHECK_EQ_INT(mkdir(tdir, 0755), 0);
+    CHECK(atomic_write(tdir, "a,b\n", 4, &e2) != 0 && strstr(e2.msg, "rename failed") != NULL);
+    CHECK_EQ_INT(count_prefixed("table.csv"), 1);
+    rmdir(tdir);
+    CHECK_EQ_INT(atomic_write(tdir, "a,b\n", 4, &e2), 0);
+    CHECK_EQ_INT(count_prefixed("table.csv"), 1);
+    unlink(tdir);
 
     /* stale temporaries: only of the names given, with a decimal pid of a
      * process that is gone (or this very process: a pid reused after a
