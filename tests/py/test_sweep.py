@@ -860,6 +860,20 @@ def test_shards_merge_to_the_single_run(kvbench_bin, tiny, tmp_path):
         assert p.returncode == 2, (column, p.stderr)
         assert f"{bad}/samples.csv: data row 2: {msg}" in p.stderr, p.stderr
         assert not (tmp_path / "m4").exists()
+    # each shard finished, and of the first one's config, overrides, KV type and
+    # model: one run.json key changed at a time is refused, naming the shard
+    good = json.loads((tmp_path / "shard1" / "run.json").read_text())
+    for key, value, msg in (("status", "interrupted", 'status is interrupted, expected "done"'),
+                            ("config", dict(good["config"], name="t2"), f"config differs from {shards[0]}/run.json"),
+                            ("overrides", ["seed=5"], f"overrides differs from {shards[0]}/run.json"),
+                            ("kv_dtype", "bf16", f"kv_dtype differs from {shards[0]}/run.json"),
+                            ("model", dict(good["model"], sha256="0" * 64), f"the model (sha256) differs from {shards[0]}")):
+        bad = tmp_path / f"bad_{key}"
+        shutil.copytree(shards[1], bad)
+        (bad / "run.json").write_text(json.dumps(dict(good, **{key: value})))
+        p = merge(tmp_path / "m5", shards[0], bad, shards[2])
+        assert p.returncode == 2 and f"{bad}/run.json: {msg}" in p.stderr, (key, p.stderr)
+        assert not (tmp_path / "m5").exists()
     # the latency part runs in shard 0: its latency.csv goes with the merge
     (tmp_path / "shard0" / "latency.csv").write_text("method,context\nfull,64\n")
     assert merge("--force", merged, *shards).returncode == 0
