@@ -848,6 +848,10 @@ def test_shards_merge_to_the_single_run(kvbench_bin, tiny, tmp_path):
     col = {c: i for i, c in enumerate(table[0])}
     for column, value, msg in (("score", "5", "score '5', expected a number in [0, 1]"),
                                ("score", "nan", "score 'nan'"),
+                               ("score", "", "score '', expected a number in [0, 1]"),
+                               ("score2", "1.5", "score2 '1.5', expected a number in [0, 1]"),
+                               ("seq", "7", "seq '7', expected an integer in [0, 7) of shard 1/3"),
+                               ("budget", "0", "budget '0', expected a positive integer"),
                                ("seq", "0", "seq '0', expected an integer in [0, 7) of shard 1/3"),
                                ("budget", "-7x", "budget '-7x'")):
         bad = tmp_path / f"bad_{column}_{value}"
@@ -860,6 +864,17 @@ def test_shards_merge_to_the_single_run(kvbench_bin, tiny, tmp_path):
         assert p.returncode == 2, (column, p.stderr)
         assert f"{bad}/samples.csv: data row 2: {msg}" in p.stderr, p.stderr
         assert not (tmp_path / "m4").exists()
+    # the bounds themselves are scores: a row scored 1 (and 0) is merged as it is
+    ok = tmp_path / "score_1"
+    shutil.copytree(shards[1], ok)
+    t = [list(r) for r in table]
+    t[2][col["score"]], t[2][col["score2"]], t[1][col["score"]] = "1", "1", "0"
+    with open(ok / "samples.csv", "w", newline="") as f:
+        csv.writer(f).writerows(t)
+    assert merge(tmp_path / "m6", shards[0], ok, shards[2]).returncode == 0
+    got = [r for r in csv.DictReader(open(tmp_path / "m6" / "samples.csv", newline=""))
+           if (r["seq"], r["label"], r["budget"], r["turn"]) == tuple(t[2][col[c]] for c in ("seq", "label", "budget", "turn"))]
+    assert [(r["score"], r["score2"]) for r in got] == [("1", "1")], got
     # each shard finished, and of the first one's config, overrides, KV type and
     # model: one run.json key changed at a time is refused, naming the shard
     good = json.loads((tmp_path / "shard1" / "run.json").read_text())
