@@ -133,12 +133,16 @@ def test_merged_run_json_is_true_whatever_the_shard_order(kvbench_bin, tiny, tmp
             rj["machine"]["host"] = "other-host"
         (d / "run.json").write_text(json.dumps(rj))
     s0 = json.load(open(shards[0] / "run.json"))
+    # shard 0 runs the latency part: its latency.csv is the merged run's, in either order
+    (shards[0] / "latency.csv").write_text("method,context\nfull,64\n")
     merged = []
     for order, out in [((1, 0), tmp_path / "m10"), ((0, 1), tmp_path / "m01")]:
         p = run(kvbench_bin, "merge", out, *[shards[i] for i in order])
         assert p.returncode == 0, p.stderr
         m = json.load(open(out / "run.json"))
         assert m["dump_trace"] is None, m["dump_trace"]
+        assert m["shard"] == "merged" and [e["dir"] for e in m["merged_from"]] == [str(shards[i]) for i in order], m
+        assert (out / "latency.csv").read_text() == "method,context\nfull,64\n"
         assert not (out / "traces").exists()
         assert m["start_time"] == "2026-12-05T09:00:00Z" and m["end_time"] == "2026-12-05T12:00:00Z", m
         assert "session_start_time" not in m
