@@ -185,7 +185,8 @@ def test_kill_and_resume_equals_uninterrupted(kvbench_bin, tiny, tmp_path):
         p.wait()
         got = rows(out / "samples.csv") if (out / "samples.csv").exists() else []
         assert len(got) < len(want), "the kill must land before the run ends (make the run longer)"
-        assert json.load(open(out / "run.json"))["status"] == "running"
+        killed = json.load(open(out / "run.json"))
+        assert killed["status"] == "running" and "end_time" not in killed, killed
         assert got == want[:len(got)], "rows written before the kill are a prefix of the full table"
         r = sweep(kvbench_bin, cfg, out, tiny, "--resume")
         assert r.returncode == 0, r.stderr
@@ -225,8 +226,10 @@ def test_resume_of_a_finished_run_changes_nothing(kvbench_bin, tiny, tmp_path):
     # a missing table, or run.json not done: the resume does its work again
     for damage in ("summary.csv", "latency.csv", "status"):
         if damage == "status":
+            # and written by a kvbench before session_start_time: its session started with the run
             run = json.load(open(out / "run.json"))
             run["status"] = "interrupted"
+            del run["session_start_time"]
             (out / "run.json").write_text(json.dumps(run))
         else:
             os.unlink(out / damage)
@@ -236,6 +239,8 @@ def test_resume_of_a_finished_run_changes_nothing(kvbench_bin, tiny, tmp_path):
         assert {"summary.csv", "latency.csv"} <= set(os.listdir(out)), damage
         run = json.load(open(out / "run.json"))
         assert run["status"] == "done" and run.get("earlier_sessions"), (damage, run.get("earlier_sessions"))
+        if damage == "status":
+            assert run["earlier_sessions"][-1]["session_start_time"] == run["start_time"], run
         assert rows(out / "samples.csv") == want, damage
 
 
