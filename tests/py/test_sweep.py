@@ -352,13 +352,15 @@ def test_resume_refuses_rows_of_another_plan(kvbench_bin, tiny, tmp_path):
     with open(out / "samples.csv", newline="") as fh:
         lines = list(csv.reader(fh))
     assert [r[1] for r in lines[1:]] == ["needle", "needle", "niah_single_1", "niah_single_1"]
-    lines[2][4] = "zzz"  # data row 2's kind
-    with open(out / "samples.csv", "w", newline="") as fh:
-        csv.writer(fh, quoting=csv.QUOTE_ALL).writerows(lines)
-    damaged = (out / "samples.csv").read_bytes()
-    p = sweep(kvbench_bin, cfg, out, tiny, "--resume")
-    assert p.returncode == 2 and "data row 2: task 'needle'" in p.stderr and "kind 'zzz'" in p.stderr, p.stderr
-    assert (out / "samples.csv").read_bytes() == damaged
+    for r, c, what in ((2, 4, "kind 'zzz'"), (3, 2, "sample 'zzz'")):  # data row 2's kind, row 3's sample id
+        damaged = [list(x) for x in lines]
+        damaged[r][c] = "zzz"
+        with open(out / "samples.csv", "w", newline="") as fh:
+            csv.writer(fh, quoting=csv.QUOTE_ALL).writerows(damaged)
+        damaged = (out / "samples.csv").read_bytes()
+        p = sweep(kvbench_bin, cfg, out, tiny, "--resume")
+        assert p.returncode == 2 and f"data row {r}: task '{lines[r][1]}'" in p.stderr and what in p.stderr, p.stderr
+        assert (out / "samples.csv").read_bytes() == damaged
     (out / "samples.csv").write_text(table)
     cfg2 = write_config(tmp_path / "c2.json", tasks=tasks[::-1], methods=["full"], budgets=[32])
     p = sweep(kvbench_bin, cfg2, out, tiny, "--resume", "--force")
