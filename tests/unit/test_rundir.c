@@ -1,7 +1,8 @@
 /* test_rundir.c - what a run directory may lose (harness/rundir.h), which
- * temporaries are stale (atomic_clean_stale) and when two run.json were
- * written by builds their commit cannot tell apart (runinfo_other_build):
- * cases written out by hand. */
+ * temporaries are stale (atomic_clean_stale), when two run.json were
+ * written by builds their commit cannot tell apart (runinfo_other_build) and
+ * when two plans' samples differ (samples_fingerprint, run.json's
+ * data.sha256): cases written out by hand. */
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -11,7 +12,9 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "datasets/dataset.h"
 #include "harness/atomic.h"
+#include "harness/driver.h"
 #include "harness/rundir.h"
 #include "harness/runinfo.h"
 #include "methods/trace.h"
@@ -47,6 +50,80 @@ static int differs(const char *a, const char *b) {
     cJSON_Delete(ja);
     cJSON_Delete(jb);
     return r;
+}
+
+/* A plan of two samples (a two-turn needle, a one-turn classification) that
+ * plan_reset sets back after each edit. */
+static char *ans_a[] = {"1234", "one"}, *ans_a2[] = {"1234", "two"}, *ans_b[] = {"5678"};
+static char *classes[] = {"x", "y"}, *classes2[] = {"y", "x"};
+static kb_turn turns_a[2], turns_b[1];
+static kb_sample smp[2];
+static kb_sample_list plan = {smp, 2, 2};
+
+static void plan_reset(void) {
+    turns_a[0] = (kb_turn){.user = "find the key", .answers = ans_a, .n_answers = 2, .max_new = 8,
+                           .metric = "string_match", .metric2 = "partial_match", .kind = "needle"};
+    turns_a[1] = (kb_turn){.user = "and again", .answers = ans_a, .n_answers = 1, .gold = "1234", .max_new = 4,
+                           .metric = "string_match", .kind = "needle"};
+    turns_b[0] = (kb_turn){.user = "classify", .answer_prefix = "Type:", .answers = ans_b, .n_answers = 1,
+                           .max_new = 6, .metric = "classification", .stop = "\n", .first_line = 1, .kind = "trec"};
+    smp[0] = (kb_sample){.task = "needle", .id = "w60_d0.5", .chat = 1, .turns = turns_a, .n_turns = 2, .depth = 0.5,
+                         .target_tokens = -1, .prompt_tokens = 100, .context_words = 60};
+    smp[1] = (kb_sample){.task = "trec", .id = "3", .system = "sys", .turns = turns_b, .n_turns = 1, .depth = -1,
+                         .target_tokens = 900, .prompt_tokens = 700, .context_words = -1, .all_classes = classes,
+                         .n_classes = 2, .provenance = "data=trec.jsonl"};
+    plan.v = smp;
+    plan.n = 2;
+}
+
+/* plan_reset, the edit, then whether the fingerprint is still base's */
+#define FP_AFTER(edit, want_same)                                                   \
+    do {                                                                           \
+        plan_reset();                                                              \
+        edit;                                                                      \
+        char h_[65];                                                               \
+        samples_fingerprint(&plan, h_);                                            \
+        CHECK_MSG((strcmp(h_, base) == 0) == (want_same), "%s: %s", #edit, h_);    \
+    } while (0)
+#define FP_DIFFERS(edit) FP_AFTER(edit, 0)
+#define FP_SAME(edit) FP_AFTER(edit, 1)
+
+static void check_fingerprint(void) {
+    char base[65];
+    plan_reset();
+    samples_fingerprint(&plan, base);
+    CHECK(strlen(base) == 64 && strspn(base, "0123456789abcdef") == 64);
+    /* what the methods see: every id, text, answer and scoring rule */
+    FP_DIFFERS(smp[0].task[0] = 'N');
+    FP_DIFFERS(smp[1].id[0] = '4');
+    FP_DIFFERS(smp[0].chat = 0);
+    FP_DIFFERS(smp[1].system = NULL);
+    FP_DIFFERS(smp[0].system = ""); /* NULL (the family's default) is not "" */
+    FP_DIFFERS(smp[0].shared_prefix = "find");
+    FP_DIFFERS(smp[0].multi_request = 1);
+    FP_DIFFERS(smp[0].depth = 0.25);
+    FP_DIFFERS(smp[0].truncate_to = 50);
+    FP_DIFFERS(smp[1].all_classes = classes2);
+    FP_DIFFERS(smp[1].n_classes = 1);
+    FP_DIFFERS(smp[0].n_turns = 1);
+    FP_DIFFERS(turns_a[1].user = "and again!");
+    FP_DIFFERS(turns_a[0].answer_prefix = "");
+    FP_DIFFERS(turns_a[0].n_answers = 1);
+    FP_DIFFERS(turns_a[0].answers = ans_a2);
+    FP_DIFFERS(turns_a[1].gold = "12345");
+    FP_DIFFERS(turns_a[0].max_new = 9);
+    FP_DIFFERS(strcpy(turns_b[0].metric, "accuracy"));
+    FP_DIFFERS(turns_a[0].metric2[0] = 0);
+    FP_DIFFERS(turns_b[0].stop = NULL);
+    FP_DIFFERS(turns_b[0].first_line = 0);
+    FP_DIFFERS(plan.n = 1);
+    FP_DIFFERS((plan.v = (kb_sample[]){smp[1], smp[0]})); /* plan order */
+    /* strings are length-prefixed: text moved from one field to the next is another sample */
+    FP_DIFFERS((turns_b[0].user = "classifyT", turns_b[0].answer_prefix = "ype:"));
+    /* not the token counts nor where the text came from (the model's sha256
+     * and data.provenance stand for those) */
+    FP_SAME((smp[0].prompt_tokens = 5, smp[1].target_tokens = 800, smp[1].provenance = "data=other.jsonl"));
+    FP_SAME((void)0);
 }
 
 int main(void) {
@@ -206,6 +283,8 @@ int main(void) {
                    "{\"git_commit\": \"abc-dirty\", \"build_sha256\": \"1\"}"));
     CHECK(differs("{\"git_commit\": \"unknown\", \"build_sha256\": \"1\"}", "{\"git_commit\": \"unknown\"}"));
     CHECK(differs("{\"git_commit\": \"abc-dirty\"}", "{\"git_commit\": \"abc-dirty\"}"));
+
+    check_fingerprint();
 
     snprintf(p, sizeof p, "rm -rf '%s'", dir);
     CHECK_EQ_INT(system(p), 0);
