@@ -201,7 +201,7 @@ def test_resume_of_a_finished_run_changes_nothing(kvbench_bin, tiny, tmp_path):
     run.json gained an earlier_sessions entry for a session that ran nothing
     and new times, and the tables were rewritten). run_all.sh resumes every
     run it finds. A run missing a cell, summary.csv or its latency.csv is
-    resumed as before."""
+    resumed as before, and so is one whose samples.csv lost a cell's rows."""
     cfg = write_config(tmp_path / "c.json", budgets=[32],
                        tasks=[{"task": "needle", "words": [150], "depths": [0.5], "per_cell": 1, "max_new": 4}],
                        latency={"contexts": [64], "decode_tokens": 2, "reps": 1})
@@ -224,8 +224,11 @@ def test_resume_of_a_finished_run_changes_nothing(kvbench_bin, tiny, tmp_path):
     assert snapshot() == before
     want = rows(out / "samples.csv")
     # a missing table, or run.json not done: the resume does its work again
-    for damage in ("summary.csv", "latency.csv", "status"):
-        if damage == "status":
+    for damage in ("summary.csv", "latency.csv", "row", "status"):
+        if damage == "row":  # a cell's rows gone from samples.csv (run.json still done)
+            table = (out / "samples.csv").read_text().splitlines(keepends=True)
+            (out / "samples.csv").write_text("".join(table[:-1]))
+        elif damage == "status":
             # and written by a kvbench before session_start_time: its session started with the run
             run = json.load(open(out / "run.json"))
             run["status"] = "interrupted"
