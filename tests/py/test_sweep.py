@@ -84,6 +84,19 @@ def test_tables_and_determinism(kvbench_bin, tiny, tmp_path):
     assert run["model"]["sha256"] == hashlib.sha256(open(tiny, "rb").read()).hexdigest()
     labels = {(r["label"], r["budget"]) for r in ra}
     assert ("full", "") in labels and ("rocketkv", "64") in labels
+    # columns that follow from others by their definitions (OUTPUTS.md): a first turn's
+    # context is its prompt; a later turn's is the previous turn's context plus its own
+    # prompt (the generated tokens are rolled back, the gold answer is in the prompt);
+    # compression_ratio = context_tokens / tokens_resident (both printed %.6g: rel 1e-5)
+    cells = {}
+    for r in ra:
+        cells.setdefault((r["seq"], r["label"], r["budget"]), {})[int(r["turn"])] = r
+    assert sorted({tuple(sorted(t)) for t in cells.values()}) == [(0,), (0, 1)]
+    for turns in cells.values():
+        for t, r in turns.items():
+            ctx, prompt = int(r["context_tokens"]), int(r["prompt_tokens"])
+            assert ctx == prompt + (int(turns[t - 1]["context_tokens"]) if t else 0), r
+            assert float(r["compression_ratio"]) == pytest.approx(ctx / float(r["tokens_resident"]), rel=1e-5), r
     # a different seed changes the samples
     cfg2 = write_config(tmp_path / "c2.json", seed=6)
     p = sweep(kvbench_bin, cfg2, tmp_path / "c", tiny)
