@@ -213,8 +213,8 @@ def test_resume_of_a_finished_run_changes_nothing(kvbench_bin, tiny, tmp_path):
     has nothing to run: exit 0, every file byte for byte as it was (before,
     run.json gained an earlier_sessions entry for a session that ran nothing
     and new times, and the tables were rewritten). run_all.sh resumes every
-    run it finds. A run missing a cell, summary.csv or its latency.csv is
-    resumed as before, and so is one whose samples.csv lost a cell's rows."""
+    run it finds. A run missing a cell, summary.csv or a row of its
+    latency.csv is resumed as before."""
     cfg = write_config(tmp_path / "c.json", budgets=[32],
                        tasks=[{"task": "needle", "words": [150], "depths": [0.5], "per_cell": 1, "max_new": 4}],
                        latency={"contexts": [64], "decode_tokens": 2, "reps": 1})
@@ -236,11 +236,12 @@ def test_resume_of_a_finished_run_changes_nothing(kvbench_bin, tiny, tmp_path):
     assert p.returncode == 0 and "--dump-trace writes traces of the cells a run runs, so none" in p.stderr, p.stderr
     assert snapshot() == before
     want = rows(out / "samples.csv")
-    # a missing table, or run.json not done: the resume does its work again
-    for damage in ("summary.csv", "latency.csv", "row", "status"):
-        if damage == "row":  # a cell's rows gone from samples.csv (run.json still done)
-            table = (out / "samples.csv").read_text().splitlines(keepends=True)
-            (out / "samples.csv").write_text("".join(table[:-1]))
+    # a missing table, a table short of a row, or run.json not done: the resume does its work again
+    n_latency = len(rows(out / "latency.csv"))
+    for damage in ("summary.csv", "latency row", "row", "status"):
+        if damage.endswith("row"):  # a cell's rows gone (run.json still done)
+            table = out / ("latency.csv" if damage == "latency row" else "samples.csv")
+            table.write_text("".join(table.read_text().splitlines(keepends=True)[:-1]))
         elif damage == "status":
             # and written by a kvbench before session_start_time: its session started with the run
             run = json.load(open(out / "run.json"))
@@ -258,6 +259,7 @@ def test_resume_of_a_finished_run_changes_nothing(kvbench_bin, tiny, tmp_path):
         if damage == "status":
             assert run["earlier_sessions"][-1]["session_start_time"] == run["start_time"], run
         assert rows(out / "samples.csv") == want, damage
+        assert len(rows(out / "latency.csv")) == n_latency, damage
 
 
 def test_resume_by_another_build(kvbench_bin, tiny, tmp_path):
