@@ -97,6 +97,12 @@ def test_tables_and_determinism(kvbench_bin, tiny, tmp_path):
             ctx, prompt = int(r["context_tokens"]), int(r["prompt_tokens"])
             assert ctx == prompt + (int(turns[t - 1]["context_tokens"]) if t else 0), r
             assert float(r["compression_ratio"]) == pytest.approx(ctx / float(r["tokens_resident"]), rel=1e-5), r
+    # what the generator aimed at, from the config: each needle's words and depth (%.6g,
+    # 0 included), the scbench length; empty where it does not apply
+    aims = {(r["task"], r["target_tokens"], r["context_words"], r["depth"]) for r in ra}
+    assert {a for a in aims if a[0] == "needle"} == {("needle", "", w, d) for w in ("60", "120")
+                                                       for d in ("0", "0.5", "1")}, aims
+    assert {a[:3] for a in aims if a[0] != "needle"} == {("scbench_kv_like", "900", "")}, aims
     # a different seed changes the samples
     cfg2 = write_config(tmp_path / "c2.json", seed=6)
     p = sweep(kvbench_bin, cfg2, tmp_path / "c", tiny)
