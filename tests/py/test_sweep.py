@@ -853,6 +853,7 @@ def test_shards_merge_to_the_single_run(kvbench_bin, tiny, tmp_path):
     p = subprocess.run([kvbench_bin, "merge", str(merged), *shards], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert rows(merged / "samples.csv") == rows(single / "samples.csv")
+    assert rows(merged / "summary.csv", SUMMARY_TIMING) == rows(single / "summary.csv", SUMMARY_TIMING)
     p = subprocess.run([kvbench_bin, "merge", str(tmp_path / "m2"), shards[0], shards[0]],
                        capture_output=True, text=True)
     assert p.returncode == 2 and "same shard" in p.stderr
@@ -864,8 +865,15 @@ def test_shards_merge_to_the_single_run(kvbench_bin, tiny, tmp_path):
     before = (merged / "samples.csv").read_bytes()
     p = merge(merged, *shards)
     assert p.returncode == 2 and "already holds a run" in p.stderr, p.stderr
+    # --force replaces the old run whole: its figures and traces go too (run_dir_clear)
+    (merged / "plots").mkdir()
+    (merged / "plots" / "a.png").write_text("old figure")
+    (merged / "plots" / "plots.json").write_text(json.dumps({"figures": [{"name": "a", "files": ["a.png"]}]}))
+    (merged / "traces" / "0_needle_x_L1").mkdir(parents=True)
+    (merged / "traces" / "0_needle_x_L1" / "meta.json").write_text("{}")
     assert merge("--force", merged, *shards).returncode == 0
     assert (merged / "samples.csv").read_bytes() == before
+    assert sorted(os.listdir(merged)) == ["run.json", "samples.csv", "summary.csv"]
     shard0 = (tmp_path / "shard0" / "samples.csv").read_bytes()
     p = merge("--force", shards[0], *shards)
     assert p.returncode == 2 and "is the shard" in p.stderr, p.stderr
