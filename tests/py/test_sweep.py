@@ -918,6 +918,7 @@ def test_shards_merge_to_the_single_run(kvbench_bin, tiny, tmp_path):
     # model: one run.json key changed at a time is refused, naming the shard
     good = json.loads((tmp_path / "shard1" / "run.json").read_text())
     for key, value, msg in (("status", "interrupted", 'status is interrupted, expected "done"'),
+                            ("shard", "1/4", f"shard 1/4, but {shards[0]} is of 3 shards"),
                             ("config", dict(good["config"], name="t2"), f"config differs from {shards[0]}/run.json"),
                             ("overrides", ["seed=5"], f"overrides differs from {shards[0]}/run.json"),
                             ("kv_dtype", "bf16", f"kv_dtype differs from {shards[0]}/run.json"),
