@@ -350,15 +350,21 @@ def test_resume_by_another_build(kvbench_bin, tiny, tmp_path):
         else:
             assert p.returncode == 2 and "another build of the modified tree" in p.stderr and "abc-dirty" in \
                 p.stderr, p.stderr
+    assert len(dirty["build_sha256"]) == 64
+    # a shard's earlier sessions go with it into merged_from, shard 0's too (not to the top,
+    # though the merged run.json is shard 0's); a shard without any has none there
     (s0 / "run.json").write_text(json.dumps(dirty))
-    assert len(json.loads((s0 / "run.json").read_text())["build_sha256"]) == 64
-    (s1 / "run.json").write_text(json.dumps(dict(good, earlier_sessions=[{"git_commit": "0000000old", "rows": 3}])))
-    p = subprocess.run([kvbench_bin, "merge", str(tmp_path / "m"), str(s0), str(s1)], capture_output=True,
-                       text=True)
-    assert p.returncode == 0, p.stderr
-    m = json.load(open(tmp_path / "m" / "run.json"))
-    assert "earlier_sessions" not in m and "earlier_sessions" not in m["merged_from"][0]
-    assert m["merged_from"][1]["earlier_sessions"] == [{"git_commit": "0000000old", "rows": 3}]
+    old_sessions = [{"git_commit": "0000000old", "rows": 3}]
+    for k, d, base in ((1, s1, good), (0, s0, dirty)):
+        (d / "run.json").write_text(json.dumps(dict(base, earlier_sessions=old_sessions)))
+        p = subprocess.run([kvbench_bin, "merge", "--force", str(tmp_path / "m"), str(s0), str(s1)],
+                           capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        m = json.load(open(tmp_path / "m" / "run.json"))
+        assert "earlier_sessions" not in m, m
+        assert m["merged_from"][k]["earlier_sessions"] == old_sessions
+        assert "earlier_sessions" not in m["merged_from"][1 - k]
+        (d / "run.json").write_text(json.dumps(base))
 
 
 def test_resume_refuses_rows_of_another_plan(kvbench_bin, tiny, tmp_path):
