@@ -2,7 +2,8 @@
  * temporaries are stale (atomic_clean_stale), when two run.json were
  * written by builds their commit cannot tell apart (runinfo_other_build) and
  * when two plans' samples differ (samples_fingerprint, run.json's
- * data.sha256): cases written out by hand. */
+ * data.sha256), and the bytes of a table (table_write_csv): cases written
+ * out by hand. */
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include "harness/driver.h"
 #include "harness/rundir.h"
 #include "harness/runinfo.h"
+#include "harness/table.h"
 #include "methods/trace.h"
 
 static char dir[256];
@@ -124,6 +126,43 @@ static void check_fingerprint(void) {
      * and data.provenance stand for those) */
     FP_SAME((smp[0].prompt_tokens = 5, smp[1].target_tokens = 800, smp[1].provenance = "data=other.jsonl"));
     FP_SAME((void)0);
+}
+
+/* table_write_csv's bytes, worked by hand from OUTPUTS.md's rule: a field is
+ * quoted (a quote inside doubled) when it is empty or holds a comma, a quote
+ * or a line break, or begins or ends with a space or a tab; each field alone
+ * in needing it, so that every part of the rule counts. And it reads back. */
+static void check_csv_quoting(void) {
+    static const char *const cols[] = {"a", "b c", "d,e"};
+    static const char *const r1[] = {"", "x,y", "say \"hi\""}, *const r2[] = {"cr\rhere", "lf\nhere", " lead"},
+                             *const r3[] = {"trail\t", "plain", "mid dle"};
+    static const char want[] = "a,b c,\"d,e\"\n"
+                               "\"\",\"x,y\",\"say \"\"hi\"\"\"\n"
+                               "\"cr\rhere\",\"lf\nhere\",\" lead\"\n"
+                               "\"trail\t\",plain,mid dle\n";
+    kb_table t;
+    table_init(&t, cols, 3);
+    table_add(&t, r1);
+    table_add(&t, r2);
+    table_add(&t, r3);
+    char path[600];
+    snprintf(path, sizeof path, "%s/t.csv", dir);
+    kb_err e = {0};
+    CHECK_EQ_INT(table_write_csv(&t, path, &e), 0);
+    char got[256] = "";
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(got, 1, sizeof got - 1, f) : 0;
+    if (f) fclose(f);
+    got[n] = 0;
+    CHECK_MSG(n == strlen(want) && !memcmp(got, want, n), "got [%s]", got);
+    kb_table back;
+    CHECK_EQ_INT(table_read_csv(path, cols, 3, &back, &e), 0);
+    CHECK_EQ_INT(back.nrow, 3);
+    for (int r = 0; r < 3 && back.nrow == 3; r++)
+        for (int c = 0; c < 3; c++) CHECK_STREQ(back.rows[r][c], t.rows[r][c]);
+    table_free(&back);
+    table_free(&t);
+    unlink(path);
 }
 
 int main(void) {
@@ -285,6 +324,7 @@ int main(void) {
     CHECK(differs("{\"git_commit\": \"abc-dirty\"}", "{\"git_commit\": \"abc-dirty\"}"));
 
     check_fingerprint();
+    check_csv_quoting();
 
     snprintf(p, sizeof p, "rm -rf '%s'", dir);
     CHECK_EQ_INT(system(p), 0);
