@@ -1019,7 +1019,7 @@ def test_damaged_rows_are_refused(kvbench_bin, tiny, tmp_path, damage):
 def test_tables_keep_spaces_and_tabs_around_values(kvbench_bin, tiny, tmp_path):
     """Values with leading or trailing spaces or tabs (labels from the config,
     predictions, answers) come back unchanged when a run's rows are read back
-    (--resume, merge). The CSV reader (libcsv) drops spaces and tabs around
+    (--resume, merge), and the tables are written as OUTPUTS.md says. The CSV reader (libcsv) drops spaces and tabs around
     an unquoted field; the writer quoted only fields with spaces there, so a
     label ending in a tab was read back without it and --resume refused the
     run as not its plan (found by fuzz_csv's round trip, 2026-12-05). Expected values: the
@@ -1036,6 +1036,19 @@ def test_tables_keep_spaces_and_tabs_around_values(kvbench_bin, tiny, tmp_path):
     assert sweep(kvbench_bin, cfg, out, tiny).returncode == 0
     want = rows(out / "samples.csv")
     assert sorted({r["label"] for r in want}) == sorted(labels)
+
+    # byte for byte as OUTPUTS.md says: a field is quoted ("" doubled inside) when it is
+    # empty or holds a comma, a quote or a line break, or begins or ends with a space or
+    # a tab; fields joined by commas, records ended by \n
+    def field(v):
+        if v == "" or any(c in v for c in ',"\r\n') or v[0] in " \t" or v[-1] in " \t":
+            return '"' + v.replace('"', '""') + '"'
+        return v
+    for table in ("samples.csv", "summary.csv"):
+        with open(out / table, newline="") as f:
+            records = list(csv.reader(f))
+        assert any("" in r for r in records) and any(" " in "".join(r) for r in records)
+        assert (out / table).read_bytes() == "".join(",".join(map(field, r)) + "\n" for r in records).encode()
     p = sweep(kvbench_bin, cfg, out, tiny, "--resume")
     assert p.returncode == 0, p.stderr
     assert rows(out / "samples.csv") == want
