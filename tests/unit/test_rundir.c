@@ -162,6 +162,24 @@ static void check_csv_quoting(void) {
         for (int c = 0; c < 3; c++) CHECK_STREQ(back.rows[r][c], t.rows[r][c]);
     table_free(&back);
     table_free(&t);
+    /* what a reader must refuse: another version's header (a column fewer or
+     * more, or renamed), a record of another length, a quote left open, an
+     * empty file */
+    static const struct {
+        const char *text, *msg;
+    } bad[] = {{"a,b c\n1,2\n", "header does not match"},
+               {"a,b c,\"d,e\",f\n1,2,3,4\n", "header does not match"},
+               {"a,B c,\"d,e\"\n1,2,3\n", "header does not match"},
+               {"a,b c,\"d,e\"\n1,2,3\n1,2,3,4\n", "record 3 has 4 fields, expected 3"},
+               {"a,b c,\"d,e\"\n1,2,3\n1,2\n", "record 3 has 2 fields, expected 3"},
+               {"a,b c,\"d,e\"\n1,2,\"3\n", "malformed CSV"},
+               {"", "empty file"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        put("t.csv", bad[i].text);
+        kb_err be = {0};
+        CHECK_MSG(table_read_csv(path, cols, 3, &back, &be) == KB_EINPUT && strstr(be.msg, bad[i].msg), "%zu: %s", i,
+                  be.msg);
+    }
     unlink(path);
 }
 
