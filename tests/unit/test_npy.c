@@ -71,6 +71,13 @@ static void test_roundtrip(void) {
     CHECK(strstr(e.msg, "expected dtype '<f4'") != NULL);
     CHECK_EQ_INT(npy_read_expect(path, 'i', 2, &a, &e), KB_EINPUT);
     CHECK(strstr(e.msg, "expected 2 dimensions, got shape (6)") != NULL);
+    /* a 1-D shape is a Python 1-tuple, "(6,)": numpy's header is a dict literal
+     * that np.load evaluates, and "(6)" is the integer 6, not a shape */
+    char *enc;
+    size_t enc_len;
+    npy_encode(ints, 'i', 1, s1, &enc, &enc_len);
+    CHECK(enc_len > 10 && memmem(enc, enc_len, "'shape': (6,)", 13) != NULL);
+    free(enc);
     snprintf(path, sizeof path, "%s/c.npy", dir);
     CHECK_EQ_INT(npy_write(path, f, 'f', 1, s0, &e), 0);
     CHECK_EQ_INT(npy_read(path, &a, &e), 0);
@@ -133,6 +140,11 @@ static void test_malformed(void) {
     fwrite("\x93NUMPY\x01\x00\xff\x7f{", 1, 11, f);
     fclose(f);
     expect_bad("hlen.npy", "header length 32767 exceeds the file");
+    /* one byte past it: the header of 1 byte ('{') says 2 */
+    f = fopen(path, "wb");
+    fwrite("\x93NUMPY\x01\x00\x02\x00{", 1, 11, f);
+    fclose(f);
+    expect_bad("hlen.npy", "header length 2 exceeds the file");
     kb_npy a;
     kb_err e = {0};
     snprintf(path, sizeof path, "%s/missing.npy", dir);
