@@ -2,8 +2,8 @@
  * temporaries are stale (atomic_clean_stale), when two run.json were
  * written by builds their commit cannot tell apart (runinfo_other_build) and
  * when two plans' samples differ (samples_fingerprint, run.json's
- * data.sha256), and the bytes of a table (table_write_csv): cases written
- * out by hand. */
+ * data.sha256), the bytes of a table (table_write_csv) and SHA-256 itself
+ * (model and trace hashes): cases written out by hand. */
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -18,6 +18,7 @@
 #include "harness/driver.h"
 #include "harness/rundir.h"
 #include "harness/runinfo.h"
+#include "harness/sha256.h"
 #include "harness/table.h"
 #include "methods/trace.h"
 
@@ -183,6 +184,46 @@ static void check_csv_quoting(void) {
     unlink(path);
 }
 
+/* SHA-256 of n bytes "abc...zabc..." at lengths about the 64-byte block and
+ * its 56-byte padding edge, in one update and in pieces of 1, 7 and 63 bytes;
+ * expected digests from Python's hashlib.sha256. And a file that cannot be
+ * read (a directory) is an error, not the digest of nothing. */
+static void check_sha256(void) {
+    static const struct {
+        int n;
+        const char *hex;
+    } v[] = {
+        {0, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+        {1, "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb"},
+        {55, "595615dbe4f0f407ae397d08b4c2cb870cb9b0e11937416f950c5160acf9c005"},
+        {56, "784f623b787495078e93ff28a25b581df0584055a7e71d8cd90c454716b92f51"},
+        {57, "808f0738aa4401bdee842e5a15a7baad5809f976d8eb6f9bd2683cebd2e8d671"},
+        {62, "78a08480079addf8f63112aa195cbb6e940e3bf2efcd331920f0fda2a3556ac6"},
+        {63, "5ca3e1ef5207490eac01a795e5cc94d59582a5118bf9534665c8668d87aa647c"},
+        {64, "2fcd5a0d60e4c941381fcc4e00a4bf8be422c3ddfafb93c809e8d1e2bfffae8e"},
+        {65, "1b3cd1877ab2f2f19f7be001722554f336cb799df0329de0bb4c118dc6abc06d"},
+        {119, "faef67da856d6fd9c8d12f9ed0a4fefd3cf0ce085ab43e2907418d457e3c354b"},
+        {120, "c9512b08619c19fbb503c7da6b46ef20301e5f7a7a5f43989182398536f5c5c8"},
+        {127, "1b9907986f18ddc2b37e18be502d82d69d6e18bb9dff9e16f2aceea7d88cb933"},
+        {128, "6c05be2c4268843ae47e68e611277ce62c02153f2f4d2e1e2a1a4b44f766cf74"},
+        {1000, "915e53a44c18b19bb06ba5b3f5fcaf1dc4651e8404c63425cfc6174e74659d87"},
+    };
+    char msg[1000], hex[65];
+    for (int i = 0; i < 1000; i++) msg[i] = (char)('a' + i % 26);
+    for (size_t k = 0; k < sizeof v / sizeof *v; k++) {
+        static const int piece[] = {1000, 1, 7, 63};
+        for (int q = 0; q < 4; q++) {
+            kb_sha256 h;
+            sha256_init(&h);
+            for (int at = 0; at < v[k].n; at += piece[q]) sha256_update(&h, msg + at, (size_t)KB_MIN(piece[q], v[k].n - at));
+            sha256_final(&h, hex);
+            CHECK_MSG(!strcmp(hex, v[k].hex), "n %d in pieces of %d: %s", v[k].n, piece[q], hex);
+        }
+    }
+    kb_err e = {0};
+    CHECK(sha256_file(dir, hex, &e) != 0 && strstr(e.msg, "read error") != NULL);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/kvbench-test-rundir.XXXXXX");
     CHECK(mkdtemp(dir) != NULL);
@@ -343,6 +384,7 @@ int main(void) {
 
     check_fingerprint();
     check_csv_quoting();
+    check_sha256();
 
     snprintf(p, sizeof p, "rm -rf '%s'", dir);
     CHECK_EQ_INT(system(p), 0);
