@@ -145,6 +145,9 @@ def test_replay_matches_reference(traces, tmp_path, tname, ci):
             assert st["budget"][key] == want["budget"][key], (key, st["budget"][key], want["budget"][key])
     assert len(st["steps"]) == N
     assert all(s["read_tokeq"] >= 0 and s["resident_bytes"] > 0 for s in st["steps"])
+    # step i decodes position L + i (methods.md §9), L the prefix k.npy holds
+    L = t["k"].shape[0]
+    assert [(s["step"], s["pos"]) for s in st["steps"]] == [(i, L + i) for i in range(N)]
 
 
 def test_param_flags_and_f16(traces, tmp_path):
