@@ -1118,7 +1118,12 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
         char sum[1200];
         snprintf(sum, sizeof sum, "%s/summary.csv", out);
         if (!wrc) wrc = summary_write(d.samples_path, sum, "full", &e2);
-        if (!wrc) wrc = runinfo_write(&ri, runjson, rc ? (rc == 130 ? "interrupted" : "failed") : "done", &e2);
+        /* run.json is written even when a table was not: a run whose last
+         * write failed is "failed", not left "running" */
+        const char *status = rc == 130 ? "interrupted" : rc || wrc ? "failed" : "done";
+        kb_err e3 = {0};
+        int jrc = runinfo_write(&ri, runjson, status, wrc ? &e3 : &e2);
+        if (!wrc) wrc = jrc;
         if (wrc && !rc) {
             *err = e2;
             rc = wrc;

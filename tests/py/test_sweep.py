@@ -430,6 +430,10 @@ def test_write_failure_keeps_results(kvbench_bin, tiny, tmp_path):
     got = rows(out / "samples.csv")
     assert 0 < len(got) < len(want) and got == want[:len(got)]
     assert os.path.getsize(out / "samples.csv") <= size // 2
+    # run.json says the run failed: it stayed "running" when the last
+    # samples.csv write failed too (until 2026-12-06); it is well under the limit
+    assert os.path.getsize(out / "run.json") < size // 2
+    assert json.load(open(out / "run.json"))["status"] == "failed"
     r = sweep(kvbench_bin, cfg, out, tiny, "--resume")
     assert r.returncode == 0, r.stderr
     assert rows(out / "samples.csv") == want
