@@ -308,8 +308,11 @@ int cmd_merge(int argc, char **argv) {
             cJSON_AddItemToArray(arr, o);
         }
         char *s = json_print(j, 1);
+        size_t n = strlen(s);
+        s = KB_REALLOC(s, n + 2); /* a text file: ends with a newline, as runinfo_write's */
+        s[n] = '\n';
         snprintf(path, sizeof path, "%s/run.json", out);
-        rc = atomic_write(path, s, strlen(s), &err);
+        rc = atomic_write(path, s, n + 1, &err);
         free(s);
         cJSON_Delete(j);
     }

@@ -140,6 +140,7 @@ def test_merged_run_json_is_true_whatever_the_shard_order(kvbench_bin, tiny, tmp
         p = run(kvbench_bin, "merge", out, *[shards[i] for i in order])
         assert p.returncode == 0, p.stderr
         m = json.load(open(out / "run.json"))
+        assert (out / "run.json").read_bytes().endswith(b"}\n"), "a text file, as a sweep's run.json"
         assert m["dump_trace"] is None, m["dump_trace"]
         assert m["shard"] == "merged" and [e["dir"] for e in m["merged_from"]] == [str(shards[i]) for i in order], m
         assert (out / "latency.csv").read_text() == "method,context\nfull,64\n"
