@@ -142,6 +142,32 @@ static const char *number_bad(const char *s, size_t n, const char **why) {
     return NULL;
 }
 
+/* The first control character (a byte below 0x20) JSON does not allow, or
+ * NULL: between values only space, tab, LF and CR are whitespace, and in a
+ * string every control character must be escaped (RFC 8259 §2, §7). cJSON
+ * takes any of them; Python's json and jq refuse them, so kvbench does too.
+ * *why says which. */
+static const char *control_bad(const char *s, size_t n, const char **why) {
+    int in_str = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (in_str) {
+            if (c == '\\') i++;
+            else if (c == '"') in_str = 0;
+            else if (c < 0x20) {
+                *why = "in a string (JSON needs it escaped: \\t, \\n, \\r or \\u00XX)";
+                return s + i;
+            }
+        } else if (c == '"') {
+            in_str = 1;
+        } else if (c < 0x20 && c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+            *why = "between values (JSON's whitespace is space, tab, LF and CR)";
+            return s + i;
+        }
+    }
+    return NULL;
+}
+
 static int cmp_name(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
@@ -194,7 +220,13 @@ cJSON *json_cli_value(const char *s, const char *opt, const char *arg, kb_err *e
     size_t n = strlen(s);
     if (text_check_arg(s, label, err)) return NULL; /* as -p and --system: the byte's offset in the value */
     cJSON *v = cJSON_ParseWithOpts(s, NULL, 1); /* the whole of s, not a prefix */
-    const char *why, *num = v ? number_bad(s, n, &why) : NULL;
+    const char *why, *num = v ? number_bad(s, n, &why) : NULL, *ctl = v && !num ? control_bad(s, n, &why) : NULL;
+    if (ctl) {
+        kb_fail(err, KB_EINPUT, "%s %s: control character 0x%02x at byte %ld %s", opt, arg,
+                (unsigned char)*ctl, (long)(ctl - s) + 1, why);
+        cJSON_Delete(v);
+        return NULL;
+    }
     if (num) {
         size_t k = strspn(num, "0123456789+-.eE");
         kb_fail(err, KB_EINPUT, "%s %s: the number %.*s: %s", opt, arg, (int)KB_MIN(k, (size_t)40), num, why);
@@ -262,6 +294,14 @@ int json_parse(const char *text, size_t len, const char *name, cJSON **out, kb_e
         cJSON_Delete(j);
         return kb_fail(err, KB_EINPUT, "%s:%ld:%ld: the number %.*s: %s", name, line, col,
                        (int)KB_MIN(k, (size_t)40), num, why);
+    }
+    const char *ctl = control_bad(text, len, &why);
+    if (ctl) {
+        long line, col;
+        line_col(text, ctl, &line, &col);
+        cJSON_Delete(j);
+        return kb_fail(err, KB_EINPUT, "%s:%ld:%ld: control character 0x%02x %s", name, line, col,
+                       (unsigned char)*ctl, why);
     }
     if (json_check_unique_keys(j, name, err)) {
         cJSON_Delete(j);
@@ -497,6 +537,13 @@ static int jsonl_walk(const char *path, int objects, json_line_fn fn, void *ctx,
             rc = kb_fail(err, KB_EINPUT, "%s: column %ld: the number %.*s: %s", name,
                          (long)(num - line) + 1, (int)KB_MIN(strspn(num, "0123456789+-.eE"), (size_t)40),
                          num, why);
+            break;
+        }
+        const char *ctl = control_bad(line, l, &why);
+        if (ctl) {
+            cJSON_Delete(j);
+            rc = kb_fail(err, KB_EINPUT, "%s: column %ld: control character 0x%02x %s", name,
+                         (long)(ctl - line) + 1, (unsigned char)*ctl, why);
             break;
         }
         if ((rc = json_check_unique_keys(j, name, err))) {

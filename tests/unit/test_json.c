@@ -147,6 +147,45 @@ static void test_text_rules(void) {
     CHECK(json_parse("{\"a\":\0}", 7, "mem", &j, &err) == KB_EINPUT && has(err.msg, "mem: byte 5 is NUL"));
 }
 
+/* Control characters (bytes 1..0x1f; NUL is refused as above): between
+ * values only tab, LF and CR (and space) are whitespace, and in a string
+ * none may appear unescaped (RFC 8259 §2, §7). Python 3.11's json.loads
+ * agrees on all 62 documents: it takes exactly '[1,<c>2]' for c = 9, 10, 13.
+ * cJSON takes all of them: kvbench refused none until 2026-12-06. */
+static int jsonl(const char *text, int objects, long *seen, char *msg, size_t cap); /* below */
+
+static void test_control_characters(void) {
+    char msg[1100], doc[64], at[64];
+    long seen[2];
+    for (int c = 1; c < 0x20; c++) {
+        int ws = c == '\t' || c == '\n' || c == '\r';
+        snprintf(doc, sizeof doc, "[1,%c2]", c);
+        int rc = parse(doc, msg, sizeof msg);
+        snprintf(at, sizeof at, "mem:1:4: control character 0x%02x between values", c);
+        CHECK_MSG(ws ? rc == 0 : rc == KB_EINPUT && has(msg, at), "0x%02x between: %s", c, msg);
+        snprintf(doc, sizeof doc, "{\"k\": \"a%cb\"}", c);
+        CHECK_MSG(parse(doc, msg, sizeof msg) == KB_EINPUT && has(msg, "control character") &&
+                      has(msg, "mem:1:9:") && has(msg, "in a string"),
+                  "0x%02x in a string: %s", c, msg);
+        /* the same in a JSONL line (a LF ends the line there: another error) and a --set value */
+        snprintf(doc, sizeof doc, "{\"k\": \"a%cb\"}\n", c);
+        if (c != '\n') {
+            rc = jsonl(doc, 1, seen, msg, sizeof msg);
+            snprintf(at, sizeof at, "x.jsonl:1: column 9: control character 0x%02x in a string", c);
+            CHECK_MSG(rc == KB_EINPUT && has(msg, at), "0x%02x in a JSONL string: %s", c, msg);
+        }
+        snprintf(doc, sizeof doc, "[\"a%cb\"]", c);
+        kb_err err = {0};
+        cJSON *v = json_cli_value(doc, "--set", "k=...", &err);
+        snprintf(at, sizeof at, "control character 0x%02x at byte 4 in a string", c);
+        CHECK_MSG(!v && has(err.msg, at), "0x%02x in --set: %s", c, err.msg);
+        cJSON_Delete(v);
+    }
+    /* escaped, the same characters are text; a backslash-quote does not end the string */
+    CHECK(parse("[\"a\\t\\n\\u001f\\\"\tb\"]", msg, sizeof msg) == KB_EINPUT && has(msg, "mem:1:16: control character 0x09"));
+    CHECK(parse("[\"a\\t\\n\\u001f\\\"b\",\t\r\n 1]", msg, sizeof msg) == 0);
+}
+
 static void test_duplicate_keys(void) {
     char msg[1100];
     static const struct {
@@ -405,6 +444,7 @@ int main(void) {
     test_numbers_2_53();
     test_strings_are_not_numbers();
     test_text_rules();
+    test_control_characters();
     test_duplicate_keys();
     test_cli_value();
     test_getters();
