@@ -138,6 +138,41 @@ def test_errors(runs, tmp_path):
     assert p.returncode == 0 and "| 20.0% |" in p.stdout, p.stderr  # (0.3 - 0.1) / 1.0
     (tmp_path / "short.csv").write_text(",".join(COLS) + "\nfull,full\n")
     bad([tmp_path / "short.csv"], f"{tmp_path / 'short.csv'}:2: expected {len(COLS)} fields")
+    # the targets are positive numbers (0 is not one)
+    bad(["--budget", "0", runs[0]], "argument --budget: expects a positive number, got '0'")
+    bad(["--share", "0", runs[0]], "argument --share: expects a positive number, got '0'")
+    # two Full KV rows at the context: which one is meant cannot be told
+    rows = run_rows(0.9, 2.6, 0.3, 0.1, 1.0)
+    rows.append(dict(rows[0], label="full_b"))
+    write(tmp_path / "full2.csv", rows)
+    bad([tmp_path / "full2.csv"], "2 rows of method 'full' at context 8176, expected one")
+    # a value that is not finite, and an attention time of 0 (the share's
+    # denominator): exit 2 naming the line and column, not a traceback
+    rows = run_rows(0.9, 2.6, 0.3, 0.1, 1.0)
+    rows[0]["attn_bw_fraction"] = "nan"
+    write(tmp_path / "nan.csv", rows)
+    bad([tmp_path / "nan.csv"], f"{tmp_path / 'nan.csv'}:2: column 'attn_bw_fraction' is 'nan', expected a finite "
+        "number")
+    write(tmp_path / "zero.csv", run_rows(0.9, 2.6, 0.3, 0.1, 0.0))
+    bad([tmp_path / "zero.csv"], f"{tmp_path / 'zero.csv'}:3: column 'attn_ms_per_token' is 0, expected > 0")
+
+
+def test_target_edges(tmp_path):
+    """The share target is met at exactly 0.35 (<=), and the note about the
+    context is given outside 8000-8192 only: its ends are 8K contexts."""
+    d = tmp_path / "edge"
+    d.mkdir()
+    # share (0.35 - 0) / 1.0: the same double as the target 0.35
+    write(d / "latency.csv", run_rows(0.9, 2.6, 0.35, 0.0, 1.0))
+    p = script(d)
+    assert p.returncode == 0, p.stderr
+    assert "share: 35.0-35.0%, median 35.0%, target met in 1 of 1" in p.stdout, p.stdout
+    for ctx, note in ((7999, True), (8000, False), (8192, False), (8193, True)):
+        rows = [dict(r, context=ctx if r["context"] == 8176 else r["context"]) for r in run_rows(0.9, 2.6, 0.3, 0.1, 1.0)]
+        write(d / "latency.csv", rows)
+        p = script(d)
+        assert p.returncode == 0, p.stderr
+        assert (f"its largest context is {ctx}; the targets are set at 8K context" in p.stderr) == note, (ctx, p.stderr)
 
 
 def test_real_latency_csv(kvbench_bin, tmp_path):
