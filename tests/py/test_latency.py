@@ -18,6 +18,20 @@ from sigs import signals_at
 SMOL = {"layers": 30, "hkv": 3, "d": 64}  # synthetic:smollm2-135m
 
 
+def smol_weight_bytes():
+    """Bytes of weights one decode step of synthetic:smollm2-135m reads, worked
+    from its geometry (30 layers, n_embd 576, 9 query and 3 KV heads of 64,
+    n_ff 1536, vocab 49152; random Q4_1 layer matrices, a tied Q8_0 token
+    embedding) and the definition (bench_engine.c, PERFORMANCE.md: every layer
+    matrix, the output matrix, the norms, one embedding row). Q4_1 stores 32
+    weights in 20 bytes, Q8_0 in 34 (GGUF.md); norms are f32."""
+    embd, ff, q, kv, vocab = 576, 1536, 9 * 64, 3 * 64, 49152
+    q41 = lambda n: n // 32 * 20
+    q80 = lambda n: n // 32 * 34
+    layer = (q + 2 * kv) * q41(embd) + embd * q41(q) + 2 * ff * q41(embd) + embd * q41(ff) + 2 * embd * 4
+    return 30 * layer + vocab * q80(embd) + embd * 4 + q80(embd)  # output (tied), output norm, one row
+
+
 def read(path):
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
@@ -129,7 +143,10 @@ def test_bench_engine_report(kvbench_bin):
     the cross-core hand-over when the run has two threads on two CPUs, as in
     bench methods: a positive number of ns, under 0.1 s)."""
     args = [kvbench_bin, "bench", "engine", "-m", "synthetic:smollm2-135m", "--prefill", "16",
-            "--decode-ctx", "32,24", "--decode-tokens", "2", "--reps", "1"]
+            "--decode-ctx", "24,32", "--decode-tokens", "2", "--reps", "1"]
+    kv_tok = 2 * SMOL["layers"] * SMOL["hkv"] * SMOL["d"] * 2  # K and V, f16, all layers: bytes per token
+    with open("/proc/meminfo") as f:  # MemTotal: the RAM sysconf counts, in kB
+        mem_kb = next(int(l.split()[1]) for l in f if l.startswith("MemTotal:"))
     for threads in ("2", "1"):
         p = subprocess.run(args + ["--threads", threads], capture_output=True, text=True, timeout=300)
         assert p.returncode == 0, p.stderr
@@ -144,10 +161,39 @@ def test_bench_engine_report(kvbench_bin):
             assert m[2] is not None and 1 <= int(m[2]) < 1e8, p.stdout
         else:
             assert m[2] is None and "hand-over" not in p.stdout, p.stdout
-        assert re.search(r"^16 +[\d.]+ +[\d.]+ +[\d.]+ +\d+%$", p.stdout, re.M), p.stdout
-        # decode contexts longest first, each with its share of the read bandwidth
-        ctx = re.findall(r"^(\d+) +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+ +\d+%$", p.stdout, re.M)
-        assert ctx == ["32", "24"], p.stdout
+        bw, sg = float(m[1]), float(m[3])
+        # the model line: weights per token in MB (1e6 bytes), worked by hand as
+        # smol_weight_bytes; the K/V bytes per token in KiB; RAM in GiB (2^30)
+        assert f"weights read per token {smol_weight_bytes() / 1e6:.1f} MB, KV f16 {kv_tok / 1024:.1f} KiB/token" \
+            in p.stdout, p.stdout
+        assert re.search(rf"^machine: .*, {mem_kb / 2**20:.1f} GiB RAM$", p.stdout, re.M), (mem_kb, p.stdout)
+        # prefill: tokens/s = tokens over the time; the projections' share of
+        # sgemm in %. Every value is printed rounded (ms and rates to 1 decimal,
+        # the share to 0): each must lie between the values at the ends of the
+        # rounding intervals of what it is computed from, +- its own half unit
+        pm = re.search(r"^16 +([\d.]+) +([\d.]+) +([\d.]+) +(\d+)%$", p.stdout, re.M)
+        assert pm, p.stdout
+        tps, ms, proj, share = (float(x) for x in pm.groups())
+        assert 16e3 / (ms + 0.05) - 0.05 <= tps <= 16e3 / max(ms - 0.05, 1e-9) + 0.05, pm[0]
+        assert 100 * max(proj - 0.05, 0) / (sg + 0.05) - 0.5 <= share <= 100 * (proj + 0.05) / (sg - 0.05) + 0.5, \
+            (pm[0], sg)
+        # decode contexts longest first (asked for as 24,32: one prefill to the
+        # longest, truncated for the shorter), each with tokens/s = 1 / (the time
+        # per token), the bytes moved per s in GB (1e9): the weights and the K/V
+        # cache at that context over that time (ctx + T/2 tokens of K/V, as
+        # bench_engine.c counts them; half a token less than the mean over the
+        # steps, ctx + (T + 1)/2, 1e-4 of the bytes here: below the printed
+        # precision), and its share of the read bandwidth in %; ms and rates
+        # printed to 2 decimals, the share to 0
+        rows = re.findall(r"^(\d+) +([\d.]+) +([\d.]+) +[\d.]+ +([\d.]+) +(\d+)%$", p.stdout, re.M)
+        assert [r[0] for r in rows] == ["32", "24"], p.stdout
+        for c, tps, ms, gbs, frac in rows:
+            tps, ms, gbs, frac = float(tps), float(ms), float(gbs), float(frac)
+            assert 1e3 / (ms + 5e-3) - 5e-3 <= tps <= 1e3 / (ms - 5e-3) + 5e-3, (c, tps, ms)
+            moved = smol_weight_bytes() + kv_tok * (int(c) + 1)
+            assert moved / ((ms + 5e-3) * 1e6) - 5e-3 <= gbs <= moved / ((ms - 5e-3) * 1e6) + 5e-3, (c, gbs, ms)
+            assert 100 * (gbs - 5e-3) / (bw + 5e-3) - 0.5 <= frac <= 100 * (gbs + 5e-3) / (bw - 5e-3) + 0.5, \
+                (c, frac, gbs, bw)
 
 
 def test_bench_methods_sparq_resident(kvbench_bin, tmp_path):
