@@ -79,6 +79,28 @@ def test_bench_methods_table(kvbench_bin, tmp_path):
         else:  # rocketkv, quest: the new key's page min/max every step
             assert float(r["upkeep_ms_per_token"]) > 0
         assert int(r["peak_rss_bytes"]) > int(r["kv_bytes_resident"]) > 0
+        # how it was measured, as asked (synthetic model: random fill by default)
+        assert (r["decode_tokens"], r["reps"], r["rounds"], r["fill"], r["budget_mode"]) == \
+            (str(N), "1", "1", "random", "traffic")
+        assert int(r["weight_bytes_per_step"]) == 96577380 == smol_weight_bytes()
+        # the parts of a step: attention inside the decode step (which also reads
+        # ~97 MB of weights, so the two cannot round to one value at 4
+        # decimals), selection inside the attention; medians of sub-intervals
+        # keep the order and so does rounding
+        d, a, s = (float(r[k]) for k in ("decode_ms_per_token", "attn_ms_per_token", "select_ms_per_token"))
+        assert s <= a < d, (s, a, d)
+        # gbps: bytes_read_per_step over the decode time, in GB (1e9 bytes) per
+        # s; decode_ms is printed to 4 decimals and gbps to 3, so it lies between
+        # the rates at the ends of the decode's rounding interval, +-5e-4
+        b = float(r["bytes_read_per_step"])
+        g_lo, g_hi = b / ((d + 5e-5) * 1e6), b / ((d - 5e-5) * 1e6)
+        assert g_lo - 5e-4 <= float(r["gbps"]) <= g_hi + 5e-4, (r["gbps"], g_lo, g_hi)
+        # bw_fraction: that rate over the measured bandwidth (one round: the
+        # run's), both printed to 3 decimals, the fraction to 4 (as
+        # attn_bw_fraction below)
+        g, bw = float(r["gbps"]), float(r["read_bw_gbps"])
+        assert (g - 5e-4) / (bw + 5e-4) - 5e-5 - 1e-12 <= float(r["bw_fraction"]) <= \
+            (g + 5e-4) / (bw - 5e-4) + 5e-5 + 1e-12, (r["bw_fraction"], g, bw)
         assert float(r["bytes_read_per_step"]) == pytest.approx(
             float(r["weight_bytes_per_step"]) + float(r["kv_bytes_read_per_step"]))
         # the attention's K/V rate: bytes over the attention time. attn_ms is
@@ -115,6 +137,17 @@ def test_bench_methods_table(kvbench_bin, tmp_path):
     run = json.loads((out / "run.json").read_text())
     assert run["kind"] == "bench_methods" and run["status"] == "done"
     assert run["read_bandwidth_gbps"] > 0 and run["contexts"] == [600, 300]
+    # the rest of how it was measured (OUTPUTS.md), as asked; the observation
+    # window: the largest of the cells' (RocketKV's default 32, METHODS.md)
+    assert (run["decode_tokens"], run["reps"], run["rounds"], run["fill"], run["kv_dtype"]) == \
+        (N, 1, 1, "random", "f16")
+    assert run["window_queries"] == 32
+    assert [(c["method"], c.get("budget")) for c in run["cells"]] == [
+        ("full", None), ("rocketkv", 64), ("rocketkv", 128), ("quest", 64), ("quest", 128)]
+    # threads: all cores by default, as the machine record counts them
+    assert {r["threads"] for r in rows} == {str(run["machine"]["threads"])}
+    # accountant_T only for methods that evict with RocketKV's split
+    assert {r["accountant_T"] for r in rows if r["label"] != "rocketkv"} == {""}
     # the cross-core hand-over: measured when the run has two threads and two
     # CPUs to put them on, a positive round trip (a cache line between two
     # cores: tens of ns to a few us on a quiet VM, but 8 ms in stop 59's CI,
@@ -132,7 +165,7 @@ def test_bench_methods_table(kvbench_bin, tmp_path):
     p = bench(kvbench_bin, "-m", "synthetic:smollm2-135m", "--contexts", "300", "--methods", "full",
               "--decode-tokens", 2, "--reps", 1, "--threads", 1, "--out", one)
     assert p.returncode == 0, p.stderr
-    assert [r["handover_ns"] for r in read(one / "latency.csv")] == [""]
+    assert [(r["handover_ns"], r["threads"]) for r in read(one / "latency.csv")] == [("", "1")]
     assert "handover_ns" not in json.loads((one / "run.json").read_text())
     assert "hand-over" not in p.stderr
 
