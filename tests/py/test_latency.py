@@ -10,6 +10,7 @@ import json
 import math
 import os
 import re
+import statistics
 import subprocess
 
 import pytest
@@ -337,6 +338,13 @@ def test_bench_methods_rounds(kvbench_bin, tmp_path):
         att.setdefault(m.group(2), []).append((float(m.group(3)), float(m.group(4))))
         hand.setdefault(m.group(2), []).append(m.group(5))
     assert sorted(att) == ["full", "rocketkv"] and all(len(v) == 3 for v in att.values())
+    for label, r in three.items():
+        # attn_ms_per_token: the median of the rounds' attention times (printed
+        # to 6 decimals, the column to 4); read_bw_gbps: the median of the
+        # bandwidths measured before each round (printed to 2 decimals, the
+        # column to 3), the same three for every cell of the context
+        assert abs(float(r["attn_ms_per_token"]) - sorted(x for x, _ in att[label])[1]) <= 5e-5 + 5e-7 + 1e-9
+        assert abs(float(r["read_bw_gbps"]) - sorted(b for _, b in att[label])[1]) <= 5e-3 + 5e-4 + 1e-9
     # handover_ns: the median over the rounds of the round trip measured with
     # each round's bandwidth, printed there to 1 ns (so +-0.5, and 0.05 for the
     # column's one decimal); absent from the lines and empty in the column
@@ -485,22 +493,49 @@ def test_sweep_latency_part(kvbench_bin, tiny_llama, tmp_path):
     cfg.write_text(json.dumps({
         "name": "lat", "seed": 1,
         "tasks": [{"task": "needle", "words": [60], "depths": [0.5], "per_cell": 1, "max_new": 4}],
-        "methods": ["full", "rocketkv"], "budgets": [32],
-        "latency": {"contexts": [256, 128], "decode_tokens": 3, "reps": 1, "rounds": 2}}))
+        "methods": ["full", "rocketkv", {"method": "rocketkv", "label": "rocketkv_skip1", "skip_layers": 1}],
+        "budgets": [32], "latency": {"contexts": [256, 128], "decode_tokens": 3, "reps": 1, "rounds": 2}}))
     out = tmp_path / "run"
     p = subprocess.run([kvbench_bin, "sweep", str(cfg), "--out", str(out), "-m", model],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     rows = read(out / "latency.csv")
     assert sorted((r["label"], r["context"]) for r in rows) == [
-        ("full", "128"), ("full", "256"), ("rocketkv", "128"), ("rocketkv", "256")]
+        ("full", "128"), ("full", "256"), ("rocketkv", "128"), ("rocketkv", "256"),
+        ("rocketkv_skip1", "128"), ("rocketkv_skip1", "256")]
+    # tokens_resident is the mean over the layers: with skip_layers 1, the
+    # first of the tiny model's two layers runs Full KV (L + N tokens) and the
+    # second RocketKV (min(L, T - N) + N, T from methods.md §1.1);
+    # accountant_T is the method's, not the skipped layer's
+    N = 3
+    for r in rows:
+        L = int(r["context"])
+        T = rocket_T(L + 1 + N, 32, N)
+        want = {"full": (L + N, ""), "rocketkv": (min(L, T - N) + N, str(T)),
+                "rocketkv_skip1": ((L + N + min(L, T - N) + N) / 2, str(T))}[r["label"]]
+        assert (float(r["tokens_resident"]), r["accountant_T"]) == want, (r["label"], L, r["tokens_resident"],
+                                                                          r["accountant_T"], want)
     assert all(r["fill"] == "prefill" and r["rounds"] == "2" for r in rows)
+    # two rounds: a timing column is the median of two, their mean
+    # (statistics.median), from the rounds' lines on stderr (decode printed to
+    # 4 decimals and attention to 6, the columns to 4)
+    rnd = {}
+    for m in re.finditer(r"context (\d+) round (\d): (\w+)(?:/32)? decode ([\d.]+) ms/token, attention ([\d.]+) "
+                         r"ms/token", p.stderr):
+        rnd.setdefault((m[3], m[1]), []).append((float(m[4]), float(m[5])))
+    assert sorted(rnd) == sorted((r["label"], r["context"]) for r in rows) and \
+        all(len(v) == 2 for v in rnd.values()), p.stderr
+    for r in rows:
+        v = rnd[(r["label"], r["context"])]
+        assert abs(float(r["decode_ms_per_token"]) - statistics.median(d for d, _ in v)) <= 1e-4 + 1e-9
+        assert abs(float(r["attn_ms_per_token"]) - statistics.median(a for _, a in v)) <= 5e-5 + 5e-7 + 1e-9
     # the cell columns are written as summary.csv writes them, so the tables join
     # (latency.csv left budget_mode empty for full until 2026-12-05)
     key = ("method", "label", "params", "budget", "budget_mode")
     cells = {tuple(r[k] for k in key) for r in read(out / "summary.csv")}
     assert {tuple(r[k] for k in key) for r in rows} == cells == {
-        ("full", "full", "", "", "traffic"), ("rocketkv", "rocketkv", "", "32", "traffic")}
+        ("full", "full", "", "", "traffic"), ("rocketkv", "rocketkv", "", "32", "traffic"),
+        ("rocketkv", "rocketkv_skip1", '{"skip_layers":1}', "32", "traffic")}
     assert json.loads((out / "run.json").read_text())["status"] == "done"
     assert not [f for f in out.iterdir() if f.name.startswith(".kvbench-prefill")]
     # a resumed, finished run keeps its complete latency table
