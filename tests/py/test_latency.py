@@ -245,6 +245,9 @@ def test_bench_methods_sparq_resident(kvbench_bin, tmp_path):
     k_bytes = SMOL["layers"] * SMOL["hkv"] * SMOL["d"] * 2  # one token's K, f16, all layers
     assert float(r["tokens_resident"]) == L + N
     assert int(r["kv_bytes_resident"]) == (L + N) * 3 * k_bytes  # K, V, K again
+    # SparQ keeps every token: no accountant T (that is for methods that evict
+    # with RocketKV's split, though SparQ's accountant has a T of S)
+    assert r["accountant_T"] == ""
 
 
 def test_bench_methods_method_memory(kvbench_bin, tmp_path):
