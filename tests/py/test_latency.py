@@ -380,16 +380,19 @@ def test_run_json_model_hash(kvbench_bin, tiny_llama, tmp_path):
     theirs = tmp_path / "m.gguf.sha256"
     theirs.write_text("0" * 64 + "  m.gguf\n")
 
-    def run_hash(i):
+    def run_hash(i, args=("--methods", "full", "--decode-tokens", 2, "--reps", 1)):
         out = tmp_path / f"r{i}"
-        p = bench(kvbench_bin, "-m", model, "--contexts", "64", "--methods", "full", "--decode-tokens", 2,
-                  "--reps", 1, "--out", out)
+        p = bench(kvbench_bin, "-m", model, "--contexts", "64", *args, "--out", out)
         assert p.returncode == 0, p.stderr
         return json.loads((out / "run.json").read_text())["model"]["sha256"]
 
     want = hashlib.sha256(model.read_bytes()).hexdigest()
     assert run_hash(0) == want
-    assert run_hash(1) == want  # from the cache
+    # from the cache; this run also leaves --budgets, --decode-tokens and --reps
+    # at their defaults (usage, PERFORMANCE.md): 256,1024, 16 and 3
+    assert run_hash(1, ("--methods", "full,rocketkv")) == want
+    assert [(r["label"], r["budget"], r["decode_tokens"], r["reps"]) for r in read(tmp_path / "r1" / "latency.csv")] \
+        == [("full", "", "16", "3"), ("rocketkv", "256", "16", "3"), ("rocketkv", "1024", "16", "3")]
     st = os.stat(model)
     data = bytearray(model.read_bytes())
     data[-1] ^= 0xFF  # the last byte: tensor data, the run still loads
