@@ -499,10 +499,13 @@ static int run_child(const char *spec, cell_out *co, kb_err *err) {
         free(buf);
         return kb_fail(err, code, "a cell failed (exit %d; message above)", code);
     }
-    char *line = strrchr(buf, '{');
-    while (line && line > buf && line[-1] != '\n') line = NULL; /* the last line that is an object */
-    if (!line) line = buf;
-    cJSON *o = cJSON_Parse(line);
+    /* the result is the last line that starts with '{' (the child prints it
+     * unformatted on one line; strrchr found its nested "model" object, so
+     * this fell back to the whole output until 2026-12-06) */
+    char *line = NULL;
+    for (char *p = buf; p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (*p == '{') line = p;
+    cJSON *o = line ? cJSON_Parse(line) : NULL;
     free(buf);
     if (!o) return kb_fail(err, KB_ERUNTIME, "a cell process printed no result");
     const cJSON *x;

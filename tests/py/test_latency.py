@@ -723,3 +723,44 @@ def test_bench_methods_cleans_stale_snapshots_in_tmpdir(kvbench_bin, tiny_llama,
         os.close(fd)
     assert p.returncode == 0, p.stderr
     assert sorted(os.listdir(tmp)) == sorted([f".kvbench-prefill.{dead}0", f".kvbench-prefill.{dead}x", "mine"])
+
+
+NOISE_SHIM = r"""
+#include <stdio.h>
+#include <string.h>
+/* In a cell process (bench methods --cell), print a line of text before
+ * anything else, as a library or a debug print might */
+__attribute__((constructor)) static void noise(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--cell")) {
+            fputs("a line of noise {not a result}\n", stdout);
+            fflush(stdout);
+        }
+}
+"""
+
+
+def test_cell_result_is_its_last_object_line(kvbench_bin, tiny_llama, tmp_path):
+    """The parent reads a cell's result from the last line of its stdout that
+    starts with '{' (the child prints it as one line); another line printed
+    before it is ignored. Until 2026-12-06 the parent parsed the whole output
+    (it looked for the last '{', always the nested "model" object), so such a
+    line made every cell fail with 'printed no result'. The line is printed
+    by a preloaded constructor; the sanitizer runtime is told not to insist
+    on coming first in the library list."""
+    import shutil
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler for the shim")
+    (tmp_path / "noise.c").write_text(NOISE_SHIM)
+    shim = tmp_path / "noise.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(shim), str(tmp_path / "noise.c")], check=True)
+    env = dict(os.environ, LD_PRELOAD=str(shim))
+    env["ASAN_OPTIONS"] = ":".join(filter(None, [os.environ.get("ASAN_OPTIONS"), "verify_asan_link_order=0"]))
+    out = tmp_path / "lat"
+    p = subprocess.run([kvbench_bin, "bench", "methods", "-m", tiny_llama(), "--contexts", "64", "--methods",
+                        "full", "--decode-tokens", "2", "--reps", "1", "--out", str(out)],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 0, p.stderr
+    rows = read(out / "latency.csv")
+    assert [(r["label"], r["context"]) for r in rows] == [("full", "64")], rows
