@@ -555,7 +555,7 @@ typedef struct bench_manifest {
     int nctx;
     const kb_cell *cells;
     int n_cells;
-    const char *status; /* running, done, failed */
+    const char *status; /* running, done, interrupted, failed */
 } bench_manifest;
 
 static int write_manifest(const kb_lat_opts *o, const bench_manifest *m, kb_err *err) {
@@ -586,11 +586,9 @@ static int write_manifest(const kb_lat_opts *o, const bench_manifest *m, kb_err 
     cJSON *cl = cJSON_AddArrayToObject(r, "cells");
     for (int k = 0; k < m->n_cells; k++) cJSON_AddItemToArray(cl, cell_method_json(&m->cells[k]));
     cJSON_AddStringToObject(r, "status", m->status);
-    char *js = json_print(r, 1);
     char path[1200];
     snprintf(path, sizeof path, "%s/run.json", o->out_dir);
-    int rc = atomic_write(path, js, strlen(js), err);
-    free(js);
+    int rc = json_write_file(path, r, err);
     cJSON_Delete(r);
     return rc;
 }

@@ -307,13 +307,8 @@ int cmd_merge(int argc, char **argv) {
                 cJSON_AddItemToObject(o, "earlier_sessions", cJSON_Duplicate(field(runs[i], "earlier_sessions"), 1));
             cJSON_AddItemToArray(arr, o);
         }
-        char *s = json_print(j, 1);
-        size_t n = strlen(s);
-        s = KB_REALLOC(s, n + 2); /* a text file: ends with a newline, as runinfo_write's */
-        s[n] = '\n';
         snprintf(path, sizeof path, "%s/run.json", out);
-        rc = atomic_write(path, s, n + 1, &err);
-        free(s);
+        rc = json_write_file(path, j, &err);
         cJSON_Delete(j);
     }
     if (rc) fprintf(stderr, "kvbench merge: %s\n", err.msg);

@@ -989,14 +989,9 @@ static int write_manifest(plotctx *pc, int final, kb_err *err) {
         for (int k = 0; k < nkeep; k++) cJSON_AddItemToArray(files, cJSON_CreateString(keep[k]));
         cJSON_AddItemToArray(figs, o);
     }
-    char *s = json_print(j, 1);
-    size_t n = strlen(s);
-    s = KB_REALLOC(s, n + 2);
-    s[n] = '\n';
     char path[1200];
     snprintf(path, sizeof path, "%s/" KB_PLOTS_MANIFEST, pc->run);
-    int rc = atomic_write(path, s, n + 1, err);
-    free(s);
+    int rc = json_write_file(path, j, err);
     cJSON_Delete(j);
     return rc;
 }

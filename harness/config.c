@@ -252,10 +252,12 @@ void sweep_config_blame_override(const char *path, char *const *overrides, int n
     if (!err || strstr(err->msg, " (the value comes from --set ")) return;
     size_t pl = strlen(path);
     const char *at = !strncmp(err->msg, path, pl) && !strncmp(err->msg + pl, ": ", 2) ? err->msg + pl + 2 : NULL;
-    /* the haystack and data_dir keys' errors come from a task's samples,
-     * "tasks[2]: key 'haystack': ...": their place is the key, not the task */
+    /* the haystack key's errors come from a task's samples, "tasks[2]: key
+     * 'haystack': ...": their place is the key, not the task (a data_dir's
+     * errors name the file under it, "tasks[2]: DIR/x.jsonl: ...", and are
+     * the task's) */
     const char *k = at && !strncmp(at, "tasks[", 6) ? strstr(at, "]: key '") : NULL;
-    if (k && (!strncmp(k + 3, "key 'haystack'", 14) || !strncmp(k + 3, "key 'data_dir'", 14))) at = k + 3;
+    if (k && !strncmp(k + 3, "key 'haystack'", 14)) at = k + 3;
     for (int i = n_over - 1; i >= 0 && at; i--) {
         const char *eq = strchr(overrides[i], '=');
         if (!eq) continue;

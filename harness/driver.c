@@ -1119,7 +1119,8 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
         snprintf(sum, sizeof sum, "%s/summary.csv", out);
         if (!wrc) wrc = summary_write(d.samples_path, sum, "full", &e2);
         /* run.json is written even when a table was not: a run whose last
-         * write failed is "failed", not left "running" */
+         * write failed is "failed" ("interrupted" after a signal), not left
+         * "running" */
         const char *status = rc == 130 ? "interrupted" : rc || wrc ? "failed" : "done";
         kb_err e3 = {0};
         int jrc = runinfo_write(&ri, runjson, status, wrc ? &e3 : &e2);
@@ -1127,6 +1128,8 @@ int sweep_run(const kb_sweep_opts *o, kb_err *err) {
         if (wrc && !rc) {
             *err = e2;
             rc = wrc;
+        } else if (wrc) { /* the run's own error is reported by the caller: this one too */
+            fprintf(stderr, "kvbench sweep: %s\n", e2.msg);
         }
         if (!rc)
             fprintf(stderr, "kvbench sweep: wrote %s/{samples.csv,summary.csv,%srun.json}\n", out,

@@ -1,6 +1,7 @@
 /* json.c - cJSON helpers with errors naming file, line and key (json.h). */
 #include "harness/json.h"
 
+#include "harness/atomic.h"
 #include "harness/engine/unicode.h"
 
 #include <errno.h>
@@ -145,7 +146,8 @@ static const char *number_bad(const char *s, size_t n, const char **why) {
 /* The first control character (a byte below 0x20) JSON does not allow, or
  * NULL: between values only space, tab, LF and CR are whitespace, and in a
  * string every control character must be escaped (RFC 8259 §2, §7). cJSON
- * takes any of them; Python's json and jq refuse them, so kvbench does too.
+ * takes any of them; Python's json refuses them (jq those in strings), so
+ * kvbench does too.
  * *why says which. */
 static const char *control_bad(const char *s, size_t n, const char **why) {
     int in_str = 0;
@@ -223,7 +225,7 @@ cJSON *json_cli_value(const char *s, const char *opt, const char *arg, kb_err *e
     const char *why, *num = v ? number_bad(s, n, &why) : NULL, *ctl = v && !num ? control_bad(s, n, &why) : NULL;
     if (ctl) {
         kb_fail(err, KB_EINPUT, "%s %s: control character 0x%02x at byte %ld %s", opt, arg,
-                (unsigned char)*ctl, (long)(ctl - s) + 1, why);
+                (unsigned char)*ctl, (long)(ctl - s), why); /* from 0, as text_check_arg's */
         cJSON_Delete(v);
         return NULL;
     }
@@ -578,4 +580,14 @@ char *json_print(const cJSON *j, int formatted) {
     utf8_lossy(s, n, out);
     cJSON_free(s);
     return out;
+}
+
+int json_write_file(const char *path, const cJSON *j, kb_err *err) {
+    char *s = json_print(j, 1);
+    size_t n = strlen(s);
+    s = KB_REALLOC(s, n + 2); /* a text file ends with a newline */
+    s[n] = '\n';
+    int rc = atomic_write(path, s, n + 1, err);
+    free(s);
+    return rc;
 }

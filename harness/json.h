@@ -31,6 +31,8 @@ cJSON *json_cli_value(const char *s, const char *opt, const char *arg, kb_err *e
  * checked inputs (file paths, GGUF metadata, host names) need not be UTF-8;
  * each ill-formed subpart becomes U+FFFD. Free with free(). */
 char *json_print(const cJSON *j, int formatted);
+/* Writes j formatted, ending with a newline, to path with atomic_write. */
+int json_write_file(const char *path, const cJSON *j, kb_err *err);
 
 /* Every key of obj must be in allowed (NULL-terminated) or in allowed2 (may be NULL). */
 int json_check_keys(const cJSON *obj, const char *where, const char *const *allowed,

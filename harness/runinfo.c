@@ -259,13 +259,7 @@ int runinfo_write(kb_runinfo *r, const char *path, const char *status, kb_err *e
         now_iso(t, sizeof t);
         cJSON_AddStringToObject(r->j, "end_time", t);
     }
-    char *s = json_print(r->j, 1);
-    size_t n = strlen(s);
-    s = KB_REALLOC(s, n + 2);
-    s[n] = '\n';
-    int rc = atomic_write(path, s, n + 1, err);
-    free(s);
-    return rc;
+    return json_write_file(path, r->j, err);
 }
 
 void runinfo_free(kb_runinfo *r) {

@@ -456,11 +456,22 @@ def test_set_note_on_errors_found_against_the_model(kvbench_bin, tiny, tmp_path,
     assert p.returncode == 2 and where in p.stderr, p.stderr
     assert p.stderr.rstrip().endswith(f"(the value comes from --set {value})"), p.stderr
     assert not (tmp_path / "o").exists()
-    # the file's own haystack is not blamed on --set tasks
+
+
+def test_set_note_names_where_the_value_came_from(kvbench_bin, tiny, tmp_path):
+    """The note's edges (CONFIG.md): the file's own haystack is not blamed on
+    --set tasks, and an error in the data of a task --set tasks gave is."""
     cfg = write_config(tmp_path / "c.json", haystack="nowhere")
     p = run(kvbench_bin, "sweep", cfg, "--out", tmp_path / "o", "-m", tiny, "--dry-run", "--set",
             'tasks=[{"task":"needle","words":[60],"depths":[0.5],"per_cell":1,"max_new":4}]')
     assert p.returncode == 2 and "key 'haystack': nowhere" in p.stderr and "comes from --set" not in p.stderr, p.stderr
+    (tmp_path / "lb" / "data").mkdir(parents=True)
+    (tmp_path / "lb" / "data" / "trec.jsonl").write_text('{"input": 07}\n')
+    value = 'tasks=[{"task":"longbench","dir":"%s","subtasks":["trec"],"prompts":"kvbench"}]' % (tmp_path / "lb")
+    p = run(kvbench_bin, "sweep", write_config(tmp_path / "d.json"), "--out", tmp_path / "o", "-m", tiny,
+            "--dry-run", "--set", value)
+    assert p.returncode == 2 and "trec.jsonl:1: column 11: the number 07" in p.stderr, p.stderr
+    assert p.stderr.rstrip().endswith(f"(the value comes from --set {value})"), p.stderr
 
 
 def test_prompts_reads_paths_as_the_sweep(kvbench_bin, tiny, tmp_path):

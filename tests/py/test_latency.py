@@ -150,8 +150,11 @@ def test_bench_methods_table(kvbench_bin, tmp_path):
     assert [(c["method"], c.get("budget"), c["budget_mode"]) for c in run["cells"]] == [
         ("full", None, "traffic"), ("rocketkv", 64, "traffic"), ("rocketkv", 128, "traffic"), ("quest", 64, "traffic"),
         ("quest", 128, "traffic")]
-    # threads: all cores by default, as the machine record counts them
-    assert {r["threads"] for r in rows} == {str(run["machine"]["threads"])}
+    # threads: all the CPUs the process may run on by default (OpenMP's
+    # default, or OMP_NUM_THREADS when set), as run.json's machine says too
+    cpus = int(os.environ["OMP_NUM_THREADS"]) if os.environ.get("OMP_NUM_THREADS") else len(os.sched_getaffinity(0))
+    assert {r["threads"] for r in rows} == {str(cpus)} and run["machine"]["threads"] == cpus
+    assert (out / "run.json").read_bytes().endswith(b"}\n"), "a text file, as every run.json"
     # accountant_T only for methods that evict with RocketKV's split
     assert {r["accountant_T"] for r in rows if r["label"] != "rocketkv"} == {""}
     # the cross-core hand-over: measured when the run has two threads and two
@@ -735,6 +738,7 @@ __attribute__((constructor)) static void noise(int argc, char **argv) {
         if (!strcmp(argv[i], "--cell")) {
             fputs("a line of noise {not a result}\n", stdout);
             fflush(stdout);
+            fputs("noise shim loaded\n", stderr);
         }
 }
 """
@@ -745,7 +749,7 @@ def test_cell_result_is_its_last_object_line(kvbench_bin, tiny_llama, tmp_path):
     starts with '{' (the child prints it as one line); another line printed
     before it is ignored. Until 2026-12-06 the parent parsed the whole output
     (it looked for the last '{', always the nested "model" object), so such a
-    line made every cell fail with 'printed no result'. The line is printed
+    line before the result made every cell fail with 'printed no result'. The line is printed
     by a preloaded constructor; the sanitizer runtime is told not to insist
     on coming first in the library list."""
     import shutil
@@ -762,5 +766,6 @@ def test_cell_result_is_its_last_object_line(kvbench_bin, tiny_llama, tmp_path):
                         "full", "--decode-tokens", "2", "--reps", "1", "--out", str(out)],
                        capture_output=True, text=True, timeout=300, env=env)
     assert p.returncode == 0, p.stderr
+    assert "noise shim loaded" in p.stderr, "the shim must run in the cell process"
     rows = read(out / "latency.csv")
     assert [(r["label"], r["context"]) for r in rows] == [("full", "64")], rows

@@ -177,7 +177,7 @@ static void test_control_characters(void) {
         snprintf(doc, sizeof doc, "[\"a%cb\"]", c);
         kb_err err = {0};
         cJSON *v = json_cli_value(doc, "--set", "k=...", &err);
-        snprintf(at, sizeof at, "control character 0x%02x at byte 4 in a string", c);
+        snprintf(at, sizeof at, "control character 0x%02x at byte 3 in a string", c);
         CHECK_MSG(!v && has(err.msg, at), "0x%02x in --set: %s", c, err.msg);
         cJSON_Delete(v);
     }
