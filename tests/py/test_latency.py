@@ -396,6 +396,9 @@ def test_run_json_model_hash(kvbench_bin, tiny_llama, tmp_path):
 
     want = hashlib.sha256(model.read_bytes()).hexdigest()
     assert run_hash(0) == want
+    # window_queries is the largest of the cells' windows (OUTPUTS.md): Full KV
+    # has no observation window (METHODS.md gives it no window), so 0 here
+    assert json.loads((tmp_path / "r0" / "run.json").read_text())["window_queries"] == 0
     # from the cache; this run also leaves --budgets, --decode-tokens and --reps
     # at their defaults (usage, PERFORMANCE.md): 256,1024, 16 and 3
     assert run_hash(1, ("--methods", "full,rocketkv")) == want
