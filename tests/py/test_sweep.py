@@ -921,9 +921,11 @@ def test_shards_merge_to_the_single_run(kvbench_bin, tiny, tmp_path):
     with open(ok / "samples.csv", "w", newline="") as f:
         csv.writer(f).writerows(t)
     assert merge(tmp_path / "m6", shards[0], ok, shards[2]).returncode == 0
-    got = [r for r in csv.DictReader(open(tmp_path / "m6" / "samples.csv", newline=""))
-           if (r["seq"], r["label"], r["budget"], r["turn"]) == tuple(t[2][col[c]] for c in ("seq", "label", "budget", "turn"))]
-    assert [(r["score"], r["score2"]) for r in got] == [("1", "1")], got
+    m6 = list(csv.DictReader(open(tmp_path / "m6" / "samples.csv", newline="")))
+    for i, want in ((2, ("1", "1")), (1, ("0", t[1][col["score2"]]))):
+        got = [r for r in m6
+               if (r["seq"], r["label"], r["budget"], r["turn"]) == tuple(t[i][col[c]] for c in ("seq", "label", "budget", "turn"))]
+        assert [(r["score"], r["score2"]) for r in got] == [want], (i, got)
     # each shard finished, and of the first one's config, overrides, KV type and
     # model: one run.json key changed at a time is refused, naming the shard
     good = json.loads((tmp_path / "shard1" / "run.json").read_text())
