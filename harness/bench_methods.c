@@ -502,9 +502,9 @@ static int run_child(const char *spec, cell_out *co, kb_err *err) {
     /* the result is the last line that starts with '{' (the child prints it
      * unformatted on one line; strrchr found its nested "model" object, so
      * this fell back to the whole output until 2026-12-06) */
-    char *line = NULL;
-    for (char *p = buf; p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-        if (*p == '{') line = p;
+    char *line = *buf == '{' ? buf : NULL;
+    for (char *p = strchr(buf, '\n'); p; p = strchr(p + 1, '\n'))
+        if (p[1] == '{') line = p + 1;
     cJSON *o = line ? cJSON_Parse(line) : NULL;
     free(buf);
     if (!o) return kb_fail(err, KB_ERUNTIME, "a cell process printed no result");
