@@ -257,6 +257,45 @@ def test_generate_errors(kvbench_bin, tiny, tmp_path):
         assert msg in p.stderr, (args, p.stderr)
 
 
+def test_generate_bounds_and_chat_prompt(kvbench_bin, tiny_llama, tmp_path):
+    """The prompt (n tokens, counted by `tokenize`) + --max-new may fill the context
+    exactly (64 here) but not one more; --dump-trace takes layers 0..n_layer-1 (2
+    layers); an empty prompt is refused (the tiny vocabulary adds no BOS); the prompt is
+    encoded as `tokenize --no-special` does, and with --chat --system as `tokenize --chat
+    auto --system` does (the count --stats prints)."""
+    model = tiny_llama(n_ctx=64)
+
+    def run(kvbench_bin, *args):  # the text generated may cut a UTF-8 sequence
+        return subprocess.run([kvbench_bin, *map(str, args)], capture_output=True, text=True, errors="replace",
+                              timeout=120)
+
+    def ids(*args):
+        p = run(kvbench_bin, "tokenize", "-m", model, *args)
+        assert p.returncode == 0, p.stderr
+        return p.stdout.split()
+    n = len(ids("-p", "hello there"))
+    p = run(kvbench_bin, "generate", "-m", model, "-p", "hello there", "-n", 64 - n)
+    assert p.returncode == 0, p.stderr
+    p = run(kvbench_bin, "generate", "-m", model, "-p", "hello there", "-n", 65 - n)
+    assert p.returncode == 2 and f"prompt ({n} tokens) + --max-new {65 - n} exceeds the model context 64" in p.stderr
+    p = run(kvbench_bin, "generate", "-m", model, "-p", "hi", "-n", 1, "--dump-trace", 2, "--trace-dir", tmp_path / "t2")
+    assert p.returncode == 2 and "--dump-trace 2: the model has layers 0..1" in p.stderr, p.stderr
+    assert not (tmp_path / "t2").exists()
+    p = run(kvbench_bin, "generate", "-m", model, "-p", "hi", "-n", 1, "--dump-trace", 1, "--trace-dir", tmp_path / "t1")
+    assert p.returncode == 0 and (tmp_path / "t1" / "meta.json").exists(), p.stderr
+    p = run(kvbench_bin, "generate", "-m", model, "-p", "", "-n", 1)
+    assert p.returncode == 2 and "the prompt is empty" in p.stderr, p.stderr
+    # without --chat the text is plain text (README): special-token text is not parsed
+    plain, parsed = len(ids("--no-special", "-p", "<|im_start|>hi")), len(ids("-p", "<|im_start|>hi"))
+    assert plain != parsed
+    p = run(kvbench_bin, "generate", "-m", model, "-p", "<|im_start|>hi", "-n", 1, "--stats")
+    assert p.returncode == 0 and f"prompt {plain} tokens," in p.stderr, (plain, p.stderr)
+    for sysmsg in ("Be brief.", "You answer in French, always."):
+        want = len(ids("--chat", "auto", "--system", sysmsg, "-p", "hi"))
+        p = run(kvbench_bin, "generate", "-m", model, "--chat", "--system", sysmsg, "-p", "hi", "-n", 1, "--stats")
+        assert p.returncode == 0 and f"prompt {want} tokens," in p.stderr, (want, p.stderr)
+
+
 def test_memory_check_before_allocating(kvbench_bin, tiny):
     p = run(kvbench_bin, "generate", "-m", tiny, "-p", "hello", "-n", "400",
             env={"KVBENCH_MEM_LIMIT": "1000"})
@@ -288,6 +327,8 @@ def test_logits_errors(kvbench_bin, tiny, tmp_path):
         (["-m", tiny, "--tokens", "1,2", "--positions", "", "--out", out], "--positions expects at least one"),
         (["-m", tiny, "--tokens", "1,2", "--positions", " , ", "--out", out], "--positions expects at least one"),
         (["-m", tiny, "--tokens", "1,2", "--chat", "--out", out], "--chat applies to --prompt"),
+        (["-m", tiny, "--tokens", "1,2", "-p", "hi", "--out", out], "exactly one of --tokens or --prompt"),
+        (["-m", tiny, "--out", out], "exactly one of --tokens or --prompt"),
     ]
     for args, msg in cases:
         p = run(kvbench_bin, "logits", *args)

@@ -209,3 +209,177 @@ def test_generate_paris(run_kvbench, model_file):
     p = run_kvbench("generate", "-m", model_file, "--chat", "-p", "What is the capital of France?",
                     "-n", "24", check=True)
     assert b"Paris" in p.stdout, p.stdout
+
+
+# --- kvbench generate against a greedy decoding by the numpy reference. The prompt's ids come
+# from `kvbench tokenize` (checked against HF elsewhere); each step the reference's argmax over
+# the logits of the last position is appended (docs/DESIGN.md: greedy, ties to the lower id, but
+# the cases below have no near tie: every step's top-2 gap is asserted larger than twice the
+# logit tolerance, so the engine's argmax must be the reference's); it stops at an
+# end-of-generation id (engine.md: 0, 2 and 4 for SmolLM2; the tiny vocabulary's <|endoftext|>
+# and <|im_end|>) or after max-new tokens. The expected stdout is those ids' text, written
+# with GPT-2's byte decoder from the GGUF's own vocabulary (raw bytes: a byte token may
+# leave a partial UTF-8 sequence), then one newline; --stats must
+# count the tokens printed (the stop token excluded).
+
+def gguf_tokens(path):
+    import gguf
+    f = gguf.GGUFReader(path).fields["tokenizer.ggml.tokens"]
+    return [bytes(f.parts[i]).decode("utf-8") for i in f.data]
+
+
+def gpt2_text(vocab, ids):
+    import tinymodel
+    inv = {c: b for b, c in tinymodel.bytes_to_unicode()}
+    return b"".join(bytes(inv[ch] for ch in vocab[i]) for i in ids)
+
+
+def reference_greedy(ref, prompt_ids, max_new, eog, tol):
+    toks, gen = list(prompt_ids), []
+    for _ in range(max_new):
+        row = ref.forward(toks, rows=[len(toks) - 1])[0]
+        top2 = np.sort(row)[-2:]
+        assert top2[1] - top2[0] > 2 * tol, "near tie in the reference: pick another prompt"
+        nxt = int(np.argmax(row))
+        if nxt in eog:
+            break
+        gen.append(nxt)
+        toks.append(nxt)
+    return gen
+
+
+def generated(run_kvbench, model, *args):
+    p = run_kvbench("generate", "-m", model, "--stats", *args, check=True, timeout=300)
+    import re
+    m = re.search(r"prompt (\d+) tokens, .*; (\d+) tokens generated", p.stderr.decode())
+    assert m, p.stderr
+    return p.stdout, int(m.group(1)), int(m.group(2))
+
+
+def test_generate_greedy_matches_reference_tiny(run_kvbench, tiny_llama):
+    """No -n: the default of 256 new tokens (README); this prompt never reaches an
+    end-of-generation token in 256 greedy steps (the reference's own run says so)."""
+    model = tiny_llama(seed=1, n_ctx=1024)
+    ids = default_tokens(run_kvbench, model, "key value cache")
+    gen = reference_greedy(LlamaRef(model), ids, 256, {0, 2}, 2e-3)
+    assert len(gen) == 256
+    out, n_prompt, n_gen = generated(run_kvbench, model, "-p", "key value cache")
+    assert (n_prompt, n_gen) == (len(ids), 256)
+    assert out == gpt2_text(gguf_tokens(model), gen) + b"\n"
+    out, n_prompt, n_gen = generated(run_kvbench, model, "-p", "key value cache", "-n", "7")
+    assert n_gen == 7 and out == gpt2_text(gguf_tokens(model), gen[:7]) + b"\n"
+
+
+def test_generate_stops_at_end_of_turn(run_kvbench, model_file, smollm):
+    """SmolLM2 answers in a few tokens, then <|im_end|>: generation stops there, well
+    before -n 40, without printing it, and --stats counts the answer's tokens only."""
+    q = "What is 2+2? Answer with one number."
+    p = run_kvbench("tokenize", "-m", model_file, "--chat", "auto", "-p", q, check=True)
+    ids = [int(x) for x in p.stdout.split()]
+    gen = reference_greedy(smollm, ids, 40, {0, 2, 4}, 0.1)
+    assert 0 < len(gen) < 40
+    p = run_kvbench("generate", "-m", model_file, "--stats", "--chat", "-p", q, "-n", "40", check=True)
+    import re
+    m = re.search(r"prompt (\d+) tokens, .*; (\d+) tokens generated, .*method full: (\d+) tokens resident "
+                  r"per KV head, ([0-9.]+) MiB resident", p.stderr.decode())
+    assert m, p.stderr
+    assert (int(m.group(1)), int(m.group(2))) == (len(ids), len(gen))
+    assert p.stdout == gpt2_text(gguf_tokens(model_file), gen) + b"\n"
+    # the cache holds the prompt and every generated token fed back (the stop token is not);
+    # its size by hand, in the default f16 (README): K and V x 30 layers x 3 KV heads x 64
+    # dims x 2 bytes = 23040 bytes a token, printed to 0.1 MiB (f32 would print twice that)
+    resident = len(ids) + len(gen)
+    assert int(m.group(3)) == resident
+    assert abs(float(m.group(4)) - resident * 23040 / 2**20) <= 0.05 + 1e-9, m.group(0)
+
+
+# --- kvbench logits: which rows it writes, their shape and dtype (README: float32
+# [len(positions), n_vocab], row i the logits after token positions[i]).
+
+@pytest.mark.parametrize("path", ["prefill", "decode"])
+def test_logits_rows_follow_positions(run_kvbench, tiny_llama, tmp_path, path):
+    """Positions out of order, repeated, on both sides of the prefill's 256-token
+    chunks and at both ends: each row must be the reference's row of that position
+    (same 2e-3 tolerance as above; a wrong row is off by O(1))."""
+    model = tiny_llama()
+    ref_model = LlamaRef(model)
+    tokens = np.random.default_rng(9).integers(0, ref_model.W("token_embd.weight").shape[0], 300).tolist()
+    ref = ref_model.forward(tokens)
+    positions = [299, 0, 256, 255, 0, 257, 299, 1]
+    out = tmp_path / "rows.npy"
+    run_kvbench("logits", "-m", model, "--tokens", ",".join(map(str, tokens)), "--path", path,
+                "--positions", ",".join(map(str, positions)), "--out", out, check=True)
+    got = np.load(out)
+    assert got.dtype == np.dtype("<f4") and got.shape == (len(positions), ref.shape[1])
+    check_close(got, ref[positions], 2e-3, f"positions {positions}, {path}")
+
+
+def test_logits_defaults_are_prefill_and_f16(run_kvbench, tiny_llama, tmp_path):
+    """README: --path prefill and --kv f16 are the defaults. The reference cannot tell
+    f16 from f32 K/V within its tolerance, so the default run is compared bit for bit
+    with the runs that name each choice, which must differ from the other choices."""
+    model = tiny_llama()
+    tokens = list(range(3, 203))
+    arrays = {}
+    for name, extra in [("default", []), ("prefill-f16", ["--path", "prefill", "--kv", "f16"]),
+                        ("decode-f16", ["--path", "decode", "--kv", "f16"]),
+                        ("prefill-f32", ["--path", "prefill", "--kv", "f32"])]:
+        out = tmp_path / f"{name}.npy"
+        run_kvbench("logits", "-m", model, "--tokens", " ".join(map(str, tokens)), "--out", out, *extra,
+                    check=True)
+        arrays[name] = np.load(out)
+    assert np.array_equal(arrays["default"], arrays["prefill-f16"])
+    assert not np.array_equal(arrays["default"], arrays["decode-f16"])
+    assert not np.array_equal(arrays["default"], arrays["prefill-f32"])
+
+
+def test_logits_length_bounds(run_kvbench, tiny_llama, tmp_path):
+    """1 to n_ctx tokens (the model's context, 64 here) are taken, 0 and n_ctx + 1 are
+    refused (exit 2, no file); positions run from 0 to n - 1."""
+    model = tiny_llama(n_ctx=64)
+    out = tmp_path / "l.npy"
+
+    def logits(tokens, *extra):
+        return run_kvbench("logits", "-m", model, "--tokens", " ".join(["5"] * tokens), "--out", out, *extra)
+    for n in (1, 64):
+        assert logits(n, "--positions", str(n - 1)).returncode == 0
+        assert np.load(out).shape[0] == 1
+        out.unlink()
+    for n, extra, msg in [(65, [], b"65 tokens: expected 1 to 64"), (0, [], b"0 tokens: expected 1 to 64"),
+                          (3, ["--positions", "3"], b"--positions"), (3, ["--positions", "-1"], b"--positions")]:
+        p = logits(n, *extra)
+        assert p.returncode == 2 and msg in p.stderr, (n, extra, p.stderr)
+        assert not out.exists()
+
+
+def test_logits_prompt_is_tokenized_like_tokenize(run_kvbench, tiny_llama, model_file, tmp_path):
+    """logits -p prints the ids it ran, one line, space-separated: the text encoded as
+    plain text (special-token text not parsed, like `tokenize --no-special`), or with
+    --chat the model's chat format (like `tokenize --chat auto`); the .npy has one row
+    per id."""
+    text = "<|im_start|>Paris is"
+    for extra, tok_args in [([], ["--no-special"]), (["--chat"], ["--chat", "auto"])]:
+        want = run_kvbench("tokenize", "-m", model_file, *tok_args, "-p", text, check=True).stdout
+        out = tmp_path / "p.npy"
+        p = run_kvbench("logits", "-m", model_file, "-p", text, *extra, "--out", out, check=True)
+        assert p.stdout == want and want.count(b"\n") == 1 and b" " in want, (extra, p.stdout, want)
+        assert np.load(out).shape == (len(want.split()), 49152)
+    # the text's special-token part does change the ids when parsed
+    assert (run_kvbench("tokenize", "-m", model_file, "-p", text, check=True).stdout !=
+            run_kvbench("tokenize", "-m", model_file, "--no-special", "-p", text, check=True).stdout)
+
+
+def test_logits_and_generate_add_bos_when_the_model_asks(run_kvbench, tiny_llama, tmp_path):
+    """A model whose metadata says add_bos_token = true gets its BOS (id 1 in the tiny
+    vocabulary) before the prompt's ids, in logits -p (the ids printed, the rows
+    written) and in generate (the prompt count of --stats); a model that says false
+    does not (TOKENIZER.md: add_bos = 1 adds BOS only if the model wants it)."""
+    plain = [int(x) for x in run_kvbench("tokenize", "-m", tiny_llama(), "-p", "hello there",
+                                         check=True).stdout.split()]
+    assert plain and plain[0] != 1
+    for add_bos, want in [(True, [1] + plain), (False, plain)]:
+        model = tiny_llama(add_bos=add_bos)
+        out = tmp_path / "b.npy"
+        p = run_kvbench("logits", "-m", model, "-p", "hello there", "--out", out, check=True)
+        assert [int(x) for x in p.stdout.split()] == want and np.load(out).shape[0] == len(want)
+        assert generated(run_kvbench, model, "-p", "hello there", "-n", "2")[1] == len(want)

@@ -33,7 +33,8 @@ first; numpy arrays here are (rows, cols)).
   byte tokens in GPT-2 bytes_to_unicode order (printable bytes first), then
   one token per merge; merges learned greedily (most frequent pair, ties to
   the smallest pair) from the fixed TRAIN_TEXT below, at most N_MERGES.
-  bos 1, eos 2, unknown 0, padding 2, add_bos false, a ChatML chat template.
+  bos 1, eos 2, unknown 0, padding 2, add_bos false (add_bos=True: true), a ChatML
+  chat template.
 - Weights: numpy default_rng(seed), N(0, 1/sqrt(row length)) for matrices,
   1 + N(0, 0.1) for norms, so activations stay O(1) through the layers.
 
@@ -315,7 +316,8 @@ def _rope_divisors(head_dim, theta, factor=8.0, low=1.0, high=4.0, orig=8192):
 def _build(path, *, n_layer=2, n_embd=64, n_head=4, n_head_kv=2, n_ff=96, n_ctx=512,
            wtype="Q4_1", embd_type=None, tied=True, rope_theta=10000.0, rope_scaling=None,
            rope_freqs=False, seed=0, tokenizer="bpe-tiny", arch="llama", skip_tensors=(),
-           skip_keys=(), shape_delta=None, key_values=None, bad_token_type=None, name="tiny-llama"):
+           skip_keys=(), shape_delta=None, key_values=None, bad_token_type=None, name="tiny-llama",
+           add_bos=False):
     if tokenizer != "bpe-tiny":
         raise ValueError(f"tokenizer {tokenizer!r}: only 'bpe-tiny' is available")
     if n_embd % n_head or n_head % n_head_kv:
@@ -369,7 +371,7 @@ def _build(path, *, n_layer=2, n_embd=64, n_head=4, n_head_kv=2, n_ff=96, n_ctx=
     w.add_eos_token_id(2)
     w.add_unk_token_id(0)
     w.add_pad_token_id(2)
-    w.add_add_bos_token(False)
+    w.add_add_bos_token(bool(add_bos))
     w.add_chat_template(CHAT_TEMPLATE)
 
     def mat(rows, cols):
@@ -413,11 +415,11 @@ def _build(path, *, n_layer=2, n_embd=64, n_head=4, n_head_kv=2, n_ff=96, n_ctx=
 
 def write_tiny_llama(path, *, n_layer=2, n_embd=64, n_head=4, n_head_kv=2, n_ff=96, n_ctx=512,
                      wtype="Q4_1", embd_type=None, tied=True, rope_theta=10000.0,
-                     rope_scaling=None, rope_freqs=False, seed=0, tokenizer="bpe-tiny"):
+                     rope_scaling=None, rope_freqs=False, seed=0, tokenizer="bpe-tiny", add_bos=False):
     """Writes a tiny random llama-arch GGUF to path (see the module docstring)."""
     _build(path, n_layer=n_layer, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv, n_ff=n_ff,
            n_ctx=n_ctx, wtype=wtype, embd_type=embd_type, tied=tied, rope_theta=rope_theta,
-           rope_scaling=rope_scaling, rope_freqs=rope_freqs, seed=seed, tokenizer=tokenizer)
+           rope_scaling=rope_scaling, rope_freqs=rope_freqs, seed=seed, tokenizer=tokenizer, add_bos=add_bos)
 
 
 def write_broken_llama(path, kind, *, tensor=None, key=None, **kw):
