@@ -50,6 +50,7 @@ def test_list_names_every_reference_metric():
     assert r.returncode == 0
     names = {ln.split()[0] for ln in r.stdout.strip().split("\n")}
     assert names == set(ref.METRICS), names ^ set(ref.METRICS)
+    assert all(len(ln.split()) > 2 for ln in r.stdout.strip().split("\n")), r.stdout  # name, description
 
 
 @pytest.mark.parametrize("metric", sorted(ref.METRICS))
@@ -95,6 +96,39 @@ def test_partial_match_random_repetitive(tmp_path):
     bad = [(c, g, w) for c, g, w in zip(cases, got, want) if abs(g - w) > 1e-9]
     assert not bad, f"{len(bad)} disagreements, first: {bad[:2]}"
     assert len(set(want)) > 20
+
+
+def test_score_output_exactly(tmp_path):
+    """The whole stdout, worked by hand with qa_f1 (lower-cased bag of words, articles and
+    punctuation dropped): "x y" against "x z w v" shares one word, precision 1/2, recall 1/4,
+    F1 1/3; "x y z" against "x y w" gives 2/3; "Paris" against "paris" 1 (answers given as one
+    string, all_classes null). Scores and mean with 12 significant digits (METRICS.md), the mean
+    of the three is 2/3, the task score round(100 * 2/3, 2) = 66.67, n = 3."""
+    path = tmp_path / "s.jsonl"
+    write_jsonl(path, [{"pred": "x y", "answers": ["x z w v"]},
+                       {"pred": "x y z", "answers": "x y w", "all_classes": None},
+                       {"pred": "Paris", "answers": ["nowhere", "paris"], "id": 3}])
+    r = run_score(["--metric", "qa_f1", str(path)])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ("0.333333333333\n0.666666666667\n1\n"
+                        "# mean=0.666666666667 task_score=66.67 n=3\n"), r.stdout
+    # the keys are case-sensitive: "Pred" is not "pred"
+    write_jsonl(path, [{"Pred": "x", "answers": ["x"]}])
+    r = run_score(["--metric", "qa_f1", str(path)])
+    assert r.returncode == 2 and ":1: missing key 'pred'" in r.stderr and r.stdout == "", r.stderr
+
+
+def test_task_score_divides_the_sum_times_100(tmp_path):
+    """LongBench's round(100 * sum / n, 2), in that order: with 23 of 160 exact matches
+    100 * 23 / 160 = 14.375 exactly (half to even: 14.38), while 100 * (23 / 160) is
+    14.374999999999998 (14.37). Python's own arithmetic gives the expected value."""
+    path = tmp_path / "ts.jsonl"
+    write_jsonl(path, [{"pred": "yes" if i < 23 else "no", "answers": ["yes"]} for i in range(160)])
+    r = run_score(["--metric", "exact_match", str(path)])
+    assert r.returncode == 0, r.stderr
+    want = round(100 * 23 / 160, 2)
+    assert want == 14.38 and round(100 * (23 / 160), 2) == 14.37
+    assert r.stdout.endswith(f" task_score={want:.2f} n=160\n"), r.stdout[-80:]
 
 
 def test_first_line_option(tmp_path):
