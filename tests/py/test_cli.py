@@ -285,6 +285,9 @@ def test_generate_bounds_and_chat_prompt(kvbench_bin, tiny_llama, tmp_path):
     assert p.returncode == 0 and (tmp_path / "t1" / "meta.json").exists(), p.stderr
     p = run(kvbench_bin, "generate", "-m", model, "-p", "", "-n", 1)
     assert p.returncode == 2 and "the prompt is empty" in p.stderr, p.stderr
+    # --budget 0 reaches the method's check (budget >= 1, CONFIG.md), is not dropped
+    p = run(kvbench_bin, "generate", "-m", model, "-p", "hi", "-n", 1, "--method", "full", "--budget", 0)
+    assert p.returncode == 2 and "key 'budget': expected an integer in [1, 1073741824], got 0" in p.stderr, p.stderr
     # without --chat the text is plain text (README): special-token text is not parsed
     plain, parsed = len(ids("--no-special", "-p", "<|im_start|>hi")), len(ids("-p", "<|im_start|>hi"))
     assert plain != parsed

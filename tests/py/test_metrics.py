@@ -112,6 +112,11 @@ def test_score_output_exactly(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout == ("0.333333333333\n0.666666666667\n1\n"
                         "# mean=0.666666666667 task_score=66.67 n=3\n"), r.stdout
+    for row, msg in [({"pred": "x", "answers": 5}, "key 'answers': expected an array of strings or a string"),
+                     ({"pred": "x", "answers": ["x"], "all_classes": "x"}, "key 'all_classes': expected an array of strings")]:
+        write_jsonl(path, [row])
+        r = run_score(["--metric", "qa_f1", str(path)])
+        assert r.returncode == 2 and msg in r.stderr and r.stdout == "", r.stderr
     # the keys are case-sensitive: "Pred" is not "pred"
     write_jsonl(path, [{"Pred": "x", "answers": ["x"]}])
     r = run_score(["--metric", "qa_f1", str(path)])
