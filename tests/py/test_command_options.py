@@ -227,6 +227,61 @@ def test_tokenize_decode_refuses_ids_outside_the_vocabulary(kvbench_bin, model_f
     f.write_text("[0, 49151]\n")
     p = run(kvbench_bin, "tokenize", "-m", model_file, "--decode", "--jsonl", f)
     assert p.returncode == 0 and p.stdout, p.stderr
+    # -p takes the same range
+    refused(run(kvbench_bin, "tokenize", "-m", model_file, "--decode", "-p", "3 49152"), "-p:", "49152")
+    p = run(kvbench_bin, "tokenize", "-m", model_file, "--decode", "-p", "0 49151")
+    assert p.returncode == 0 and p.stdout, p.stderr
+
+
+def test_tokenize_chat_jsonl_lines_are_checked(kvbench_bin, model_file, tmp_path):
+    """A --chat --jsonl line is an object {"system": TEXT or null, "messages": [USER,
+    ASSISTANT, ..., USER]} with an odd number of strings (TOKENIZER.md, --help): anything
+    else is refused naming the line, nothing printed; "system": null is the format's
+    default (chatml-nosys: none), as a line without the key; the turns render as the
+    format table of TOKENIZER.md gives them."""
+    f = tmp_path / "chat.jsonl"
+    bad = [('["hi"]', "expected {"), ('{"messages": ["a", "b"]}', "odd number of messages"),
+           ('{"messages": []}', "odd number of messages"), ('{"system": 3, "messages": ["a"]}', "TEXT or null"),
+           ('{"messages": ["a", 2, "c"]}', "messages[1]: expected a string"), ('{"messages": "a"}', "expected {")]
+    for line, msg in bad:
+        f.write_text('{"messages": ["ok"]}\n' + line + "\n")
+        refused(run(kvbench_bin, "tokenize", "-m", model_file, "--chat", "chatml", "--jsonl", f), "chat.jsonl:2", msg)
+    f.write_text('{"system": null, "messages": ["a", "b", "c"]}\n{"messages": ["a", "b", "c"]}\n'
+                 '{"system": "S", "messages": ["a", "b", "c"]}\n')
+    p = run(kvbench_bin, "tokenize", "-m", model_file, "--chat", "chatml-nosys", "--print-text", "--jsonl", f)
+    assert p.returncode == 0, p.stderr
+    want = ("<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\nb<|im_end|>\n"
+            "<|im_start|>user\nc<|im_end|>\n<|im_start|>assistant\n")
+    assert [json.loads(x) for x in p.stdout.decode().split("\n")[:-1]] == [
+        want, want, "<|im_start|>system\nS<|im_end|>\n" + want], p.stdout
+
+
+def test_tokenize_chat_bos_only_before_the_first_turn(kvbench_bin, tiny_llama, tmp_path):
+    """TOKENIZER.md: the first turn is encoded with add_bos = 1 (BOS if the model asks),
+    later turns as continuations (no BOS). On a tiny model whose metadata asks for BOS
+    (id 1) and the raw format (first turn {U}, later turns {A}\n\n{U}): the ids are BOS,
+    then those of the turns' texts encoded plain, one after the other."""
+    model = tiny_llama(add_bos=True)
+
+    def ids(*args):
+        p = run(kvbench_bin, "tokenize", "-m", model, *args)
+        assert p.returncode == 0, p.stderr
+        return p.stdout.decode().split()
+    assert ids("--chat", "raw", "-p", "hello there") == ["1"] + ids("-p", "hello there")
+    # plain encoding adds BOS only with --bos (--help), in -p and --jsonl alike
+    f = tmp_path / "t.jsonl"
+    f.write_text('"hello there"\n')
+    assert ids("--bos", "-p", "hello there") == ids("--bos", "--jsonl", f) == ["1"] + ids("-p", "hello there")
+    assert ids("-p", "hello there")[0] != "1"
+    # --no-special: "<|im_start|>" is plain text, never the control token (ids 0-2 of the
+    # tiny vocabulary), in -p and --jsonl alike; parsed by default
+    f.write_text('"<|im_start|>hi"\n')
+    plain = ids("--no-special", "-p", "<|im_start|>hi")
+    assert plain == ids("--no-special", "--jsonl", f) and not {"0", "1", "2"} & set(plain)
+    assert ids("-p", "<|im_start|>hi")[0] == "1"
+    f = tmp_path / "c.jsonl"
+    f.write_text('{"messages": ["hello", "there", "you"]}\n')
+    assert ids("--chat", "raw", "--jsonl", f) == ["1"] + ids("-p", "hello") + ids("-p", "there\n\nyou")
 
 
 def test_tokenize_time_counts_the_bytes(kvbench_bin, model_file):
@@ -248,6 +303,23 @@ def test_tokenize_time_counts_the_bytes(kvbench_bin, model_file):
     assert (verb, nb) == ("encoded", len(chatml.encode())) and nt == len(ids.split())
     assert timed("--chat", "chatml", "--system", "S", "-p", "hi", "--print-text")[1:] == \
         ("rendered", len(chatml.encode()), 0)
+    # --jsonl: the sums over its lines
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        f = os.path.join(d, "t.jsonl")
+        texts = [text, "second line \u00e9\u00e9"]
+        with open(f, "w") as fh:
+            fh.write("".join(json.dumps(t) + "\n" for t in texts))
+        ids, verb, nb, nt = timed("--jsonl", f)
+        assert (verb, nb, nt) == ("encoded", sum(len(t.encode()) for t in texts), len(ids.split()))
+        with open(f, "w") as fh:
+            fh.write("".join(json.dumps([int(x) for x in line.split()]) + "\n" for line in ids.decode().splitlines()))
+        assert timed("--decode", "--jsonl", f)[1:] == ("decoded", sum(len(t.encode()) for t in texts), nt)
+        with open(f, "w") as fh:
+            fh.write('{"system": "S", "messages": ["hi"]}\n{"system": "S", "messages": ["hi", "yo", "ok"]}\n')
+        ids, verb, nb, nt = timed("--chat", "chatml", "--jsonl", f)
+        two = chatml + "yo<|im_end|>\n<|im_start|>user\nok<|im_end|>\n<|im_start|>assistant\n"
+        assert (verb, nb, nt) == ("encoded", len(chatml.encode()) + len(two.encode()), len(ids.split()))
 
 
 def test_generate_refuses_options_it_would_drop(kvbench_bin, tiny, tmp_path):
