@@ -252,9 +252,9 @@ int cmd_generate(int argc, char **argv) {
             steps++;
             int32_t next = logits_argmax(f->logits, hp->n_vocab);
             if (tokenizer_is_eog(m->tok, next)) break;
-            char piece[256];
-            int len = tokenizer_piece(m->tok, next, 0, piece, sizeof piece);
-            fwrite(piece, 1, (size_t)KB_MIN(len, (int)sizeof piece), stdout);
+            int len;
+            const char *piece = tokenizer_piece_ref(m->tok, next, 0, &len);
+            if (len) fwrite(piece, 1, (size_t)len, stdout);
             fflush(stdout);
             produced++;
             tok = next;

@@ -105,10 +105,10 @@ typedef struct stop_text {
 
 static int stop_text_add(stop_text *st, const kb_model *m, int32_t id) {
     if (!st->stop || !*st->stop) return 0;
-    char piece[256];
-    int pl = KB_MIN(tokenizer_piece(m->tok, id, 0, piece, sizeof piece), (int)sizeof piece);
+    int pl;
+    const char *piece = tokenizer_piece_ref(m->tok, id, 0, &pl);
     if (st->n + (size_t)pl + 1 > st->cap) st->text = KB_REALLOC(st->text, st->cap = 2 * (st->n + (size_t)pl + 1));
-    memcpy(st->text + st->n, piece, (size_t)pl);
+    if (pl) memcpy(st->text + st->n, piece, (size_t)pl);
     st->n += (size_t)pl;
     return turn_stop_at(st->text, st->n, st->stop) >= 0;
 }

@@ -566,11 +566,18 @@ static int is_ctl(const kb_tokenizer *t, int32_t id) {
     return ty == TT_CONTROL || ty == TT_UNKNOWN || ty == TT_UNUSED;
 }
 
+const char *tokenizer_piece_ref(const kb_tokenizer *t, int32_t id, int render_special, int *len) {
+    *len = 0;
+    if (id < 0 || id >= t->n_vocab) return NULL;
+    if (!render_special && is_ctl(t, id)) return NULL;
+    *len = (int)t->piece_len[id];
+    return t->piece + t->piece_off[id];
+}
+
 int tokenizer_piece(const kb_tokenizer *t, int32_t id, int render_special, char *buf, int cap) {
-    if (id < 0 || id >= t->n_vocab) return 0;
-    if (!render_special && is_ctl(t, id)) return 0;
-    int len = (int)t->piece_len[id];
-    if (cap > 0) memcpy(buf, t->piece + t->piece_off[id], (size_t)(len < cap ? len : cap));
+    int len;
+    const char *p = tokenizer_piece_ref(t, id, render_special, &len);
+    if (p && cap > 0) memcpy(buf, p, (size_t)(len < cap ? len : cap));
     return len;
 }
 

@@ -270,6 +270,22 @@ def test_generate_greedy_matches_reference_tiny(run_kvbench, tiny_llama):
     assert n_gen == 7 and out == gpt2_text(gguf_tokens(model), gen[:7]) + b"\n"
 
 
+def test_generate_prints_a_long_token_whole(run_kvbench, tiny_llama):
+    """A token longer than 256 bytes is printed whole (generate copied each token's
+    text into a 256-byte buffer and cut it there). The first token the reference
+    generates after the prompt is given a 300-byte text in a second model with the
+    same weights, whose prompt encodes to the same ids (checked)."""
+    model = tiny_llama(seed=1, n_ctx=1024)
+    ids = default_tokens(run_kvbench, model, "key value cache")
+    gen = reference_greedy(LlamaRef(model), ids, 1, {0, 2}, 2e-3)
+    assert len(gen) == 1
+    long_model = tiny_llama(seed=1, n_ctx=1024, token_text={gen[0]: "z" * 300})
+    assert default_tokens(run_kvbench, long_model, "key value cache") == ids
+    out, n_prompt, n_gen = generated(run_kvbench, long_model, "-p", "key value cache", "-n", "1")
+    assert (n_prompt, n_gen) == (len(ids), 1)
+    assert out == b"z" * 300 + b"\n"
+
+
 def test_generate_stops_at_end_of_turn(run_kvbench, model_file, smollm):
     """SmolLM2 answers in a few tokens, then <|im_end|>: generation stops there, well
     before -n 40, without printing it, and --stats counts the answer's tokens only."""

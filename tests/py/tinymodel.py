@@ -34,7 +34,8 @@ first; numpy arrays here are (rows, cols)).
   one token per merge; merges learned greedily (most frequent pair, ties to
   the smallest pair) from the fixed TRAIN_TEXT below, at most N_MERGES.
   bos 1, eos 2, unknown 0, padding 2, add_bos false (add_bos=True: true), a ChatML
-  chat template.
+  chat template. token_text={id: text} gives tokens other texts (the weights, drawn
+  in the same order, are the same).
 - Weights: numpy default_rng(seed), N(0, 1/sqrt(row length)) for matrices,
   1 + N(0, 0.1) for norms, so activations stay O(1) through the layers.
 
@@ -317,7 +318,7 @@ def _build(path, *, n_layer=2, n_embd=64, n_head=4, n_head_kv=2, n_ff=96, n_ctx=
            wtype="Q4_1", embd_type=None, tied=True, rope_theta=10000.0, rope_scaling=None,
            rope_freqs=False, seed=0, tokenizer="bpe-tiny", arch="llama", skip_tensors=(),
            skip_keys=(), shape_delta=None, key_values=None, bad_token_type=None, name="tiny-llama",
-           add_bos=False):
+           add_bos=False, token_text=None):
     if tokenizer != "bpe-tiny":
         raise ValueError(f"tokenizer {tokenizer!r}: only 'bpe-tiny' is available")
     if n_embd % n_head or n_head % n_head_kv:
@@ -325,6 +326,8 @@ def _build(path, *, n_layer=2, n_embd=64, n_head=4, n_head_kv=2, n_ff=96, n_ctx=
     hd = n_embd // n_head
     rng = np.random.default_rng(seed)
     tokens, ttypes, merges = tiny_vocab()
+    for i, text in (token_text or {}).items():                  # {id: text}: other token texts, same weights
+        tokens[i] = text
     n_vocab = len(tokens)
     w = gguf.GGUFWriter(str(path), arch)
     p = arch + "."
@@ -415,11 +418,13 @@ def _build(path, *, n_layer=2, n_embd=64, n_head=4, n_head_kv=2, n_ff=96, n_ctx=
 
 def write_tiny_llama(path, *, n_layer=2, n_embd=64, n_head=4, n_head_kv=2, n_ff=96, n_ctx=512,
                      wtype="Q4_1", embd_type=None, tied=True, rope_theta=10000.0,
-                     rope_scaling=None, rope_freqs=False, seed=0, tokenizer="bpe-tiny", add_bos=False):
+                     rope_scaling=None, rope_freqs=False, seed=0, tokenizer="bpe-tiny", add_bos=False,
+                     token_text=None):
     """Writes a tiny random llama-arch GGUF to path (see the module docstring)."""
     _build(path, n_layer=n_layer, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv, n_ff=n_ff,
            n_ctx=n_ctx, wtype=wtype, embd_type=embd_type, tied=tied, rope_theta=rope_theta,
-           rope_scaling=rope_scaling, rope_freqs=rope_freqs, seed=seed, tokenizer=tokenizer, add_bos=add_bos)
+           rope_scaling=rope_scaling, rope_freqs=rope_freqs, seed=seed, tokenizer=tokenizer, add_bos=add_bos,
+           token_text=token_text)
 
 
 def write_broken_llama(path, kind, *, tensor=None, key=None, **kw):
