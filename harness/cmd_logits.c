@@ -111,7 +111,6 @@ int cmd_logits(int argc, char **argv) {
         rc = tokenizer_encode(m->tok, text, strlen(text), chat, 1, &ids, &n, &err);
         free(text);
         if (rc) fprintf(stderr, "kvbench logits: %s\n", err.msg);
-        for (int i = 0; !rc && i < n; i++) printf("%d%c", ids[i], i + 1 < n ? ' ' : '\n');
     }
     if (!rc && (n < 1 || n > hp->n_ctx_train)) {
         fprintf(stderr, "kvbench logits: %d tokens: expected 1 to %d (the model context)\n", n,
@@ -137,6 +136,8 @@ int cmd_logits(int argc, char **argv) {
         model_free(m);
         return rc;
     }
+    /* -p's ids, once every check has passed (a refused prompt prints nothing on stdout) */
+    for (int i = 0; !tokens && i < n; i++) printf("%d%c", ids[i], i + 1 < n ? ' ' : '\n');
     size_t V = (size_t)hp->n_vocab;
     float *sel = KB_MALLOC((size_t)np * V * sizeof(float));
     kb_forward *f = forward_new(m, 256);

@@ -366,6 +366,12 @@ def test_logits_length_bounds(run_kvbench, tiny_llama, tmp_path):
         p = logits(n, *extra)
         assert p.returncode == 2 and msg in p.stderr, (n, extra, p.stderr)
         assert not out.exists()
+    # -p: a prompt refused for its length or its positions prints no ids on stdout
+    # ("x " * 200: at most 400 tokens and more than 64, as each word "x" or " x" is at least one)
+    for text, extra, msg in [("x " * 200, [], b"expected 1 to 64"), ("hi", ["--positions", "60"], b"--positions")]:
+        p = run_kvbench("logits", "-m", model, "-p", text, "--out", out, *extra)
+        assert p.returncode == 2 and msg in p.stderr and p.stdout == b"", (text, extra, p.stdout, p.stderr)
+        assert not out.exists()
 
 
 def test_logits_prompt_is_tokenized_like_tokenize(run_kvbench, tiny_llama, model_file, tmp_path):
