@@ -3,7 +3,8 @@
  * Decisions (docs/DESIGN.md): middle truncation applies to the user text
  * before chat wrapping, as LongBench does (tokenise, keep the first and last
  * halves, decode back to text). Raw multi-turn conversations continue with
- * "\n" + answer + "\n\n" + next user text. */
+ * answer + "\n\n" + next user text + its answer prefix (as chat_next_turn's
+ * raw format; the first turn's answer prefix already ends the prompt). */
 #include "harness/render.h"
 
 #include <stdio.h>
