@@ -272,6 +272,10 @@ SAMPLES = [
     ["needle", "t", "8", "0", "1", "", "", "80"],              # neither: context_tokens
     ["needle", "t", "8", "1", "0", "", "", "150"],
     ["needle", "t", "8", "1", "1", "", "", "80"],
+    ["needle", "o", "16", "0", "1", "100", "150", "100"],     # target_tokens first: its order, not the words'
+    ["needle", "o", "16", "1", "0", "200", "70", "200"],
+    ["needle", "len1", "32", "0", "1", "100", "70", "90"],    # one length: no figure
+    ["needle", "len1", "32", "1", "1", "100", "70", "90"],
 ]
 
 
@@ -302,7 +306,10 @@ def test_heatmap_cells_and_ticks(kvbench_bin, tmp_path):
     p, recs = plot(kvbench_bin, run)
     assert p.returncode == 0, p.stderr
     want = expected_heatmaps(SAMPLES)
-    assert set(want) == {"needle_snap_B32", "needle_w_x_Bnone", "needle_t_B8"}
+    assert set(want) == {"needle_snap_B32", "needle_w_x_Bnone", "needle_t_B8", "needle_o_B16"}
+    o = want["needle_o_B16"]  # by hand: column 0 is target 100 (the row of words 150), row 0 depth 0
+    assert [c[:2] for c in o[4]] == [(0, 0), (1, 0), (0, 1), (1, 1)] and o[5] == '"100" 0,"200" 1'
+    assert o[4][0][2] == 100 and math.isnan(o[4][1][2]) and math.isnan(o[4][2][2]) and o[4][3][2] == 0
     assert {f for f in figures(run) if f.startswith("needle_")} == set(want)
     for fig, (label, budget, nx, ny, cells, xt, yt) in want.items():
         lines = (run / "plots" / f"{fig}.dat").read_text().split("\n")
@@ -321,6 +328,10 @@ def test_heatmap_cells_and_ticks(kvbench_bin, tmp_path):
     # the values worked by hand for the first figure (x 100, 200; y 0, 0.5, 1)
     assert want["needle_snap_B32"][4][:2] == [(0, 0, 50.0), (1, 0, 50.0)]
     assert math.isnan(want["needle_snap_B32"][4][2][2]) and want["needle_snap_B32"][5] == '"94" 0,"205" 1'
+    # samples.csv is drawn without a summary.csv too (beside a latency.csv)
+    run2 = make_run(tmp_path / "run2", samples=SAMPLES, latency=[["snap", "32", "64", "2"]])
+    p, _ = plot(kvbench_bin, run2)
+    assert p.returncode == 0 and figures(run2) == set(want) | {"speedup"}, p.stderr
 
 
 # ---- speedup ----
