@@ -243,9 +243,12 @@ def test_ablation_series(kvbench_bin, tmp_path):
     rec = record_of(recs, "ablation_kernel")
     assert literal(rec, "ttl") == f"SnapKV++ pooling-kernel ablation ({MODEL})"
     assert literal(rec, "xlab") == "max-pool kernel size" and number(rec, "nblocks") == str(len(kern))
+    # both drawn by ablation.gp on a log2 x axis (logx, the script's switch), as budgets are elsewhere
+    assert number(rec, "logx") == "1" and rec.rstrip("\n").endswith("load 'ablation.gp'"), rec
     rec = record_of(recs, "ablation_alpha")
     assert literal(rec, "ttl") == f"RocketKV stage-split ablation: average score ({MODEL})"
     assert literal(rec, "xlab") == "token budget B" and number(rec, "nblocks") == str(len(alpha))
+    assert number(rec, "logx") == "1" and rec.rstrip("\n").endswith("load 'ablation.gp'"), rec
     # without such params: no ablation figure
     run2 = make_run(tmp_path / "run2", summary=SUMMARY)
     p, _ = plot(kvbench_bin, run2)
@@ -357,6 +360,7 @@ def test_speedup_series(kvbench_bin, tmp_path):
     same_series(read_dat(run / "plots" / "speedup.dat"), [(n, sorted(v)) for n, v in want.items()])
     rec = record_of(recs, "speedup")
     assert literal(rec, "ttl") == f"Decode speedup over Full KV ({MODEL})" and number(rec, "nblocks") == "3"
+    assert rec.rstrip("\n").endswith("load 'speedup.gp'"), rec
     assert figures(run) == {"speedup"}
     # no row with a speedup (a run without Full KV): no figure
     run2 = make_run(tmp_path / "run2", latency=[r[:3] + [""] for r in LATENCY])
