@@ -403,3 +403,47 @@ def test_real_gnuplot_draws_quoted_labels(kvbench_bin, tmp_path):
     p, _ = plot(kvbench_bin, run, stub=False, args=("--formats", "svg"))
     assert p.returncode == 0, p.stderr
     assert len(figures(run)) == 7, figures(run)
+
+
+# ---- tables the sweep could not have written ----
+
+def _mixed_samples(d):
+    """samples.csv of task mix, whose samples ask two kinds (a and b)."""
+    write_csv(d / "samples.csv", ["task", "kind", "label", "budget", "depth", "score", "target_tokens",
+                                  "context_words", "context_tokens"],
+              [["mix", "a", "snap", "16", "", "1", "", "", "10"], ["mix", "b", "snap", "16", "", "0", "", "", "10"]])
+
+
+@pytest.mark.parametrize("rows,samples,msg", [
+    # params that are JSON but no object (OUTPUTS.md: a JSON object, or empty)
+    ([["qa", "all", "all", "snap", "[7]", "16", "1"]], False, "summary.csv: data row 1: params '[7]', expected a JSON object"),
+    ([["qa", "all", "all", "snap", "", "16", "1"], ["qa", "all", "all", "k", "7", "16", "1"]], False,
+     "summary.csv: data row 2: params '7', expected a JSON object"),
+    # a kind other than all on a row of one turn, even one of the task's kinds
+    ([["mix", "all", "all", "snap", "", "16", "50"], ["mix", "all", "a", "snap", "", "16", "100"],
+      ["mix", "1", "a", "snap", "", "16", "100"]], True,
+     "summary.csv: data row 3: kind 'a' on a row of turn '1', expected 'all'"),
+    # a cell (task, label, budget) without its row over all turns and kinds,
+    # beside the same label's whole row at another budget
+    ([["qa", "all", "all", "snap", "", "16", "1"], ["qa", "1", "all", "snap", "", "32", "1"]], False,
+     "summary.csv: data row 2: task 'qa', cell 'snap' budget 32 has no row over all turns and kinds"),
+    ([["qa", "all", "all", "snap", "", "16", "1"], ["qa", "1", "all", "full", "", "16", "1"]], False,
+     "summary.csv: data row 2: task 'qa', cell 'full' budget 16 has no row over all turns and kinds"),
+])
+def test_refuses_a_summary_the_sweep_cannot_write(kvbench_bin, tmp_path, rows, samples, msg):
+    """Exit 2 naming the file and data row, before plots/ is made
+    (docs/OUTPUTS.md's summary.csv: every cell has its all/all row; rows per
+    kind are over all turns)."""
+    run = make_run(tmp_path / "run", summary=rows)
+    if samples:
+        _mixed_samples(run)
+    p, recs = plot(kvbench_bin, run)
+    assert p.returncode == 2 and msg in p.stderr, (p.returncode, p.stderr)
+    assert not (run / "plots").exists() and recs == []
+    # the same run with the offending row fixed is drawn
+    good = [r for r in rows if r[1] == "all" and r[4] in ("", "{}") or r[4].startswith("{")]
+    run2 = make_run(tmp_path / "good", summary=good)
+    if samples:
+        _mixed_samples(run2)
+    p, _ = plot(kvbench_bin, run2)
+    assert p.returncode == 0, p.stderr
