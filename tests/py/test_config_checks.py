@@ -369,6 +369,7 @@ def test_empty_model_path_refused(kvbench_bin, tiny, tmp_path):
 
 
 @pytest.mark.parametrize("value,item", [("png,pdf", "unknown format 'pdf'"), ("jpgpng", "unknown format 'jpgpng'"),
+                                        ("pngx,svg", "unknown format 'pngx'"), ("png,svg2", "unknown format 'svg2'"),
                                         ("svg;rm", "unknown format 'svg;rm'"), ("png,", "an empty item"),
                                         ("png,png", "a second 'png'"), ("", "an empty item")])
 def test_plot_formats_is_a_list_of_png_and_svg(kvbench_bin, tmp_path, value, item):
