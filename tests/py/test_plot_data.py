@@ -277,6 +277,8 @@ SAMPLES = [
     ["needle", "t", "8", "1", "1", "", "", "80"],
     ["needle", "o", "16", "0", "1", "100", "150", "100"],     # target_tokens first: its order, not the words'
     ["needle", "o", "16", "1", "0", "200", "70", "200"],
+    ["needle", "o", "8", "0", "0", "100", "150", "100"],      # the same label at another budget: its own figure
+    ["needle", "o", "8", "1", "1", "200", "70", "200"],
     ["needle", "len1", "32", "0", "1", "100", "70", "90"],    # one length: no figure
     ["needle", "len1", "32", "1", "1", "100", "70", "90"],
 ]
@@ -309,7 +311,7 @@ def test_heatmap_cells_and_ticks(kvbench_bin, tmp_path):
     p, recs = plot(kvbench_bin, run)
     assert p.returncode == 0, p.stderr
     want = expected_heatmaps(SAMPLES)
-    assert set(want) == {"needle_snap_B32", "needle_w_x_Bnone", "needle_t_B8", "needle_o_B16"}
+    assert set(want) == {"needle_snap_B32", "needle_w_x_Bnone", "needle_t_B8", "needle_o_B16", "needle_o_B8"}
     o = want["needle_o_B16"]  # by hand: column 0 is target 100 (the row of words 150), row 0 depth 0
     assert [c[:2] for c in o[4]] == [(0, 0), (1, 0), (0, 1), (1, 1)] and o[5] == '"100" 0,"200" 1'
     assert o[4][0][2] == 100 and math.isnan(o[4][1][2]) and math.isnan(o[4][2][2]) and o[4][3][2] == 0
