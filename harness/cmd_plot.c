@@ -671,11 +671,13 @@ static void accuracy_plots(plotctx *pc, const kb_table *sum) {
         safe_name(safe, sizeof safe, task);
         gp_quote(task_q, sizeof task_q, task);
         snprintf(out, sizeof out, "accuracy_%s", safe);
-        figure_name(pc, out, sizeof out, task);
-        snprintf(vars, sizeof vars, "ttl='%s: score vs token budget (%s)'\nylab='score (x100, %s)'\n",
-                 !strcmp(task, "ALL") ? "Average over tasks" : task_q, pc->model,
-                 !strcmp(task, "ALL") ? "mean of task scores" : "mean over samples");
-        if (isfinite(lo)) draw_series(pc, &ss, out, "accuracy.gp", vars);
+        if (isfinite(lo)) { /* a task without a budgeted row has no figure, nor a name */
+            figure_name(pc, out, sizeof out, task);
+            snprintf(vars, sizeof vars, "ttl='%s: score vs token budget (%s)'\nylab='score (x100, %s)'\n",
+                     !strcmp(task, "ALL") ? "Average over tasks" : task_q, pc->model,
+                     !strcmp(task, "ALL") ? "mean of task scores" : "mean over samples");
+            draw_series(pc, &ss, out, "accuracy.gp", vars);
+        }
         series_free(&ss);
     }
 }

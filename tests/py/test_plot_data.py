@@ -201,6 +201,20 @@ def test_accuracy_series(kvbench_bin, tmp_path):
     assert f"kvbench plot: {len(files)} figures in" in p.stdout, p.stdout
 
 
+def test_a_task_without_a_figure_takes_no_name(kvbench_bin, tmp_path):
+    """Two tasks whose file names collide ('a b' and 'a_b': figure_name in cmd_plot.c
+    gives the second '-2'): when the first has no budgeted row it draws no figure, so the second
+    is accuracy_a_b, not accuracy_a_b-2 (the name was taken before the check)."""
+    rows = [["a b", "all", "all", "full", "", "", "50"],
+            ["a_b", "all", "all", "snap", "", "16", "20"],
+            ["a_b", "all", "all", "snap", "", "32", "30"]]
+    run = make_run(tmp_path / "run", summary=rows)
+    p, recs = plot(kvbench_bin, run)
+    assert p.returncode == 0, p.stderr
+    assert {f for f in figures(run) if f.startswith("accuracy_")} == {"accuracy_a_b"}
+    same_series(read_dat(run / "plots" / "accuracy_a_b.dat"), expected_accuracy(rows)["a_b"])
+
+
 # ---- ablations ----
 
 ABLATION = [
