@@ -184,6 +184,124 @@ int main(void) {
             free(b);
             kvstream_free(&s);
         }
+    /* shapes the blocked kernels refuse, which take the row-at-a-time path
+     * (rows_plain) on every build: D = 72 and 40 (not a multiple of 16) and
+     * G = 9 and 12 (more than the 8 heads of the fast path), over one chunk,
+     * a chunk boundary and several chunks (so the merge), peaky and flat
+     * scores: against the reference, tolerance and reasons as above */
+    for (int ti = 0; ti < 3; ti++)
+        for (int sh = 0; sh < 4; sh++) {
+            int D = (int[]){72, 40, 64, 128}[sh], G = (int[]){3, 1, 9, 12}[sh];
+            const int ns3[3] = {1, 257, 1030};
+            for (int ni = 0; ni < 3; ni++) {
+                int n = ns3[ni];
+                kb_kvstream s;
+                kvstream_init(&s, types[ti], D, n);
+                fill_stream(&s, n, 41u + (unsigned)(sh + ni), ni % 2 ? 4.0f : 0.5f);
+                unsigned seed = 123u + (unsigned)sh;
+                float *q = malloc((size_t)G * D * 4), *a = malloc((size_t)G * D * 4), *b = malloc((size_t)G * D * 4);
+                for (int i = 0; i < G * D; i++) q[i] = frand(&seed);
+                float scale = 1.0f / sqrtf((float)D);
+                kb_ref_attn_dense(q, G, &s, n, scale, a);
+                kb_cpu_attn_dense(q, G, &s, n, scale, b);
+                int bad = 0;
+                double e = max_err(b, a, G * D, 2e-5, 1e-4, &bad);
+                CHECK_MSG(bad == 0, "attn_dense (plain rows) %s D=%d G=%d n=%d max err %g", kb_dtype_name(types[ti]),
+                          D, G, n, e);
+                float *sa = malloc((size_t)G * n * 4), *sb = malloc((size_t)G * n * 4);
+                kb_ref_qk_scores(q, 1, G, &s, n, scale, sa, n);
+                kb_cpu_qk_scores(q, 1, G, &s, n, scale, sb, n);
+                bad = 0;
+                e = max_err(sb, sa, G * n, 1e-4, 1e-5, &bad);
+                CHECK_MSG(bad == 0, "qk_scores (plain rows) %s D=%d G=%d n=%d err %g", kb_dtype_name(types[ti]), D,
+                          G, n, e);
+                /* gathered: every other row */
+                int k = (n + 1) / 2;
+                int32_t *idx = malloc((size_t)k * sizeof(int32_t));
+                for (int t = 0; t < k; t++) idx[t] = 2 * t;
+                kb_ref_attn_gather(q, G, &s, idx, k, scale, a);
+                kb_cpu_attn_gather_rows(q, G, &s, idx, k, scale, b);
+                bad = 0;
+                e = max_err(b, a, G * D, 2e-5, 1e-4, &bad);
+                CHECK_MSG(bad == 0, "attn_gather_rows (plain rows) %s D=%d G=%d k=%d max err %g",
+                          kb_dtype_name(types[ti]), D, G, k, e);
+                free(idx);
+                free(sa);
+                free(sb);
+                free(q);
+                free(a);
+                free(b);
+                kvstream_free(&s);
+            }
+        }
+    /* nothing to attend to: no rows (n = 0, k = 0) gives zeros (the
+     * reference's softmax over an empty set, attend_one), whatever out held;
+     * and a head with no rows among heads with rows (attn_dense_heads: the
+     * merge skips it) gives zeros while the others match the reference */
+    {
+        int D = 64, G = 3;
+        kb_kvstream hs[3];
+        const int nh[3] = {300, 0, 17};
+        for (int h = 0; h < 3; h++) {
+            kvstream_init(&hs[h], KB_F16, D, 300);
+            fill_stream(&hs[h], nh[h], 61u + (unsigned)h, 4.0f);
+        }
+        unsigned seed = 8;
+        float q[3 * 3 * 64], a[3 * 3 * 64], b[3 * 3 * 64];
+        for (int i = 0; i < 3 * G * D; i++) q[i] = frand(&seed);
+        for (int i = 0; i < 3 * G * D; i++) b[i] = NAN;
+        kb_cpu_attn_dense(q, G, &hs[1], 0, 0.125f, b);
+        int zeros = 0;
+        for (int i = 0; i < G * D; i++) zeros += b[i] == 0.0f;
+        CHECK_EQ_INT(zeros, G * D);
+        int32_t one = 5;
+        for (int i = 0; i < G * D; i++) b[i] = NAN;
+        kb_cpu_attn_gather_rows(q, G, &hs[0], &one, 0, 0.125f, b);
+        zeros = 0;
+        for (int i = 0; i < G * D; i++) zeros += b[i] == 0.0f;
+        CHECK_EQ_INT(zeros, G * D);
+        for (int h = 0; h < 3; h++) kb_ref_attn_dense(q + h * G * D, G, &hs[h], nh[h], 0.125f, a + h * G * D);
+        for (int i = 0; i < 3 * G * D; i++) b[i] = NAN;
+        kb_cpu_attn_dense_heads(q, 3, G, hs, 0.125f, b);
+        int bad = 0;
+        double e = max_err(b, a, 3 * G * D, 2e-5, 1e-4, &bad);
+        zeros = 0;
+        for (int i = G * D; i < 2 * G * D; i++) zeros += b[i] == 0.0f;
+        CHECK_MSG(bad == 0 && zeros == G * D, "attn_dense_heads with an empty head: max err %g, %d zeros", e, zeros);
+        for (int h = 0; h < 3; h++) kvstream_free(&hs[h]);
+    }
+    /* the chunks' merge (log-sum-exp) when a later chunk's max exceeds the
+     * first chunk's by far more than the f32 exp range (simd_exp1 clamps at
+     * 88.7): chunk 0 (rows 0..255) scores about +-12, chunk 1 about 128,
+     * chunk 2 about 192 (scale 1). Every score is exact in f32 (q = +-1, K
+     * small integers, exact in f16 and bf16, sums of at most 64 products
+     * below 2^24), so the fast path's only error is the weights' exp and
+     * the f32 sums: the tolerance above holds. A merge that weighted the
+     * chunks by anything but the global max overflows or clamps (outputs
+     * 0, NaN, or chunk 1 weighted like chunk 2). */
+    for (int ti = 0; ti < 3; ti++) {
+        int D = 64, G = 3, n = 700;
+        kb_kvstream s;
+        kvstream_init(&s, types[ti], D, n);
+        unsigned seed = 77;
+        float q[3 * 64], k[64], v[64], a[3 * 64], b[3 * 64];
+        for (int i = 0; i < G * D; i++) q[i] = frand(&seed) < 0 ? -1.0f : 1.0f;
+        for (int j = 0; j < n; j++) {
+            int c = j < 256 ? 0 : j < 512 ? 2 : 3;
+            for (int d = 0; d < D; d++) {
+                int noise = (int)((frand(&seed) + 1.0f) * 1.5f) - 1; /* -1, 0, 1 (2 rarely) */
+                k[d] = c ? (float)(c * (q[d] > 0 ? 1 : -1) + noise) : (float)(2 * noise);
+                v[d] = frand(&seed);
+            }
+            kvstream_append_f32(&s, k, v, j);
+        }
+        kb_ref_attn_dense(q, G, &s, n, 1.0f, a);
+        kb_cpu_attn_dense(q, G, &s, n, 1.0f, b);
+        int bad = 0;
+        double e = max_err(b, a, G * D, 2e-5, 1e-4, &bad);
+        CHECK_MSG(bad == 0, "attn_dense, a later chunk's max far above: %s max err %g", kb_dtype_name(types[ti]), e);
+        kvstream_free(&s);
+    }
     /* causal prefill: nq new queries after n_prior slots; Q rows hold Hq heads */
     const int nqs[5] = {1, 63, 64, 65, 300}, priors[3] = {0, 37, 300};
     for (int ti = 0; ti < 2; ti++)
