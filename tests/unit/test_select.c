@@ -702,10 +702,71 @@ static void test_quest_exact(void) {
 }
 #endif
 
+/* The boundary of a page top-k when exactly m pages score >= the threshold
+ * and the lowest chosen score is tied across pages: the split page (the
+ * last of the chosen in the order score desc, index asc) is the
+ * highest-indexed page of that score. Worked by hand: pages of p = 2, 300
+ * (150) pages score 5, 100 (50) score 3, the rest 1, interleaved; k = 2m - 1
+ * takes every 5 and 3 page whole but the last page scoring 3, which gives
+ * its first slot only. m = 400 > 256 pages (the scalar scan of key_take's
+ * exact case), then 2048 pages with m = 200 (the sampled candidates: the
+ * scan over candidate ids). Also against the reference. */
+static void test_topk_pages_exact_ties(void) {
+    static float ps[2048];
+    static int32_t a[4096], b[4096];
+    for (int c = 0; c < 2; c++) {
+        int np = c ? 2048 : 600, n5 = c ? 150 : 300, n3 = c ? 50 : 100, p = 2, n = np * p;
+        int last3 = -1;
+        for (int P = 0; P < np; P++) { /* 5, 3, 1, 5, 3, 1, ... until the 3s run out, then 5s, then 1s */
+            int r = P % 3;
+            ps[P] = 1.0f;
+            if (r == 1 && P / 3 < n3) {
+                ps[P] = 3.0f;
+                last3 = P;
+            } else if (r == 0 && P / 3 < n5) ps[P] = 5.0f;
+        }
+        int fives = 0;
+        for (int P = 0; P < np; P++) fives += ps[P] == 5.0f;
+        for (int P = 0; fives < n5 && P < np; P++) /* the remaining 5s on the lowest pages scoring 1 */
+            if (ps[P] == 1.0f) {
+                ps[P] = 5.0f;
+                fives++;
+            }
+        int m = n5 + n3, k = 2 * m - 1;
+        int nc = kb_cpu_topk_pages(ps, n, p, k, b);
+        /* expected: every slot of the 5 and 3 pages, but only the first of last3 */
+        int c2 = 0;
+        for (int P = 0; P < np; P++)
+            if (ps[P] > 1.0f) {
+                a[c2++] = 2 * P;
+                if (P != last3) a[c2++] = 2 * P + 1;
+            }
+        CHECK_MSG(c2 == k && same_idx(a, c2, b, nc), "topk_pages exact ties np=%d: split page", np);
+        int nr = kb_ref_topk_pages(ps, n, p, k, a);
+        CHECK_MSG(same_idx(a, nr, b, nc), "topk_pages exact ties np=%d vs reference", np);
+    }
+}
+
+/* The sampled top-k (n >= 1024, k <= n / 8) when the sample's threshold lets
+ * through one candidate fewer than k: n = 1024 (a sample every 4th key),
+ * k = 20, the sampled keys distinct and large and every other key far
+ * below. The sample's threshold is its rank-q key, q = (2k + 32) / 4 = 18,
+ * so q + 1 = 19 = k - 1 keys pass: too few, and the top k must come from
+ * all n (the 20 largest sampled keys), against the definition. */
+static void test_topk_sample_short(void) {
+    static float x[1024];
+    static int32_t a[1024], c[1024];
+    for (int i = 0; i < 1024; i++) x[i] = i % 4 ? -1e30f : (float)((i * 37) % 1024);
+    int nd = topk_def(x, 1024, 20, a), nc = kb_cpu_topk(x, 1024, 20, c);
+    CHECK_MSG(nd == 20 && same_idx(a, nd, c, nc), "topk, sample one short: %d of 20", nc);
+}
+
 int main(void) {
     test_topk();
     test_topk_pages();
     test_topk_keys();
+    test_topk_pages_exact_ties();
+    test_topk_sample_short();
     test_pool();
     test_pages();
     test_hybrid_scores();
