@@ -362,19 +362,21 @@ static void test_hybrid_r_clamp(void) {
  * ties go to the lower dim, as in the reference. */
 static void test_hybrid_dims_ties(void) {
     for (int trial = 0; trial < 60; trial++) {
-        /* D 256 takes the bisection path, D <= 128 the rank count */
-        int D = trial % 3 == 0 ? 128 : trial % 5 == 2 ? 256 : 64, G = 1 + trial % 4, p = 2, n = 40;
+        /* D <= 256 takes the bisection path (topk_small_double), D 320 (> 256)
+         * its rank count */
+        int D = trial % 3 == 0 ? 128 : trial % 5 == 2 ? 256 : trial % 5 == 4 ? 320 : 64, G = 1 + trial % 4, p = 2,
+            n = 40;
         int r = 1 + (int)(check_urand() * D);
         kb_kvstream s;
         fill_stream(&s, n, D, KB_F16);
         kb_pages pg;
         pages_init(&pg, p, D);
         pages_sync(&pg, &s, &kb_kernels_cpu);
-        float q[4 * 256];
+        float q[4 * 320];
         for (int i = 0; i < G * D; i++) q[i] = (float)((int)(check_urand() * 5) - 2);
         if (trial % 4 == 1) q[(int)(check_urand() * G * D)] = NAN;
         float a[32], b[32], wa[4 * 32], wb[4 * 32];
-        int32_t da[256], db[256];
+        int32_t da[320], db[320];
         kb_ref_hybrid_scores(q, G, D, r, pg.kmax, pg.kmin, pg.cap, &s, n, p, a, wa, da);
         kb_cpu_hybrid_scores(q, G, D, r, pg.kmax, pg.kmin, pg.cap, &s, n, p, b, wb, db);
         CHECK_MSG(same_idx(da, r, db, r), "tied dims D=%d G=%d r=%d", D, G, r);
@@ -761,12 +763,43 @@ static void test_topk_sample_short(void) {
     CHECK_MSG(nd == 20 && same_idx(a, nd, c, nc), "topk, sample one short: %d of 20", nc);
 }
 
+/* QUEST bounds on summaries whose row stride is not a multiple of 32 pages
+ * (kb_cpu_quest_scores then runs its scalar loop): against the reference
+ * (the same f32 formula: 1e-5, as test_pages) and the definition
+ * sum_d max(q_d kmax_d, q_d kmin_d) in double (40 terms of |q k| < 10:
+ * f32 rounding below 40 * 6e-8 * 400, 1e-3 absolute). */
+static void test_quest_odd_stride(void) {
+    enum { D = 40, NP = 21, LD = 23 };
+    static float kmax[D * LD], kmin[D * LD];
+    float q[D], b1[NP], b2[NP];
+    for (int d = 0; d < D; d++) {
+        q[d] = nrand();
+        for (int P = 0; P < LD; P++) {
+            float u = nrand(), v = nrand();
+            kmax[d * LD + P] = u > v ? u : v;
+            kmin[d * LD + P] = u > v ? v : u;
+        }
+    }
+    kb_ref_quest_scores(q, D, kmax, kmin, KB_F32, LD, NP, b1);
+    kb_cpu_quest_scores(q, D, kmax, kmin, KB_F32, LD, NP, b2);
+    for (int P = 0; P < NP; P++) {
+        double def = 0;
+        for (int d = 0; d < D; d++) {
+            double a = (double)q[d] * kmax[d * LD + P], b = (double)q[d] * kmin[d * LD + P];
+            def += a > b ? a : b;
+        }
+        CHECK_CLOSE(b2[P], b1[P], 1e-5, 1e-5);
+        CHECK_CLOSE(b2[P], def, 1e-3, 0);
+    }
+}
+
 int main(void) {
     test_topk();
     test_topk_pages();
     test_topk_keys();
     test_topk_pages_exact_ties();
     test_topk_sample_short();
+    test_quest_odd_stride();
     test_pool();
     test_pages();
     test_hybrid_scores();
