@@ -793,6 +793,36 @@ static void test_quest_odd_stride(void) {
     }
 }
 
+/* The sign of a chosen dim when the heads' sum on it is exactly 0 (the
+ * reference: kmax only for a sum > 0), on the dims past the last whole
+ * vector (D 38: dims 32..37 on the AVX-512 path, 36, 37 on the AVX2 one),
+ * which are the r = 6 chosen (mean |q| 3 against < 1 elsewhere): page
+ * scores and weights against the reference, tolerances as in
+ * test_hybrid_scores. */
+static void test_hybrid_sign_tie_tail(void) {
+    int D = 38, G = 2, p = 2, n = 50, r = 6, np = 25;
+    kb_kvstream s;
+    fill_stream(&s, n, D, KB_F32);
+    kb_pages pg;
+    pages_init(&pg, p, D);
+    pages_sync(&pg, &s, &kb_kernels_cpu);
+    float q[2 * 38];
+    for (int d = 0; d < D; d++) {
+        q[d] = d < 32 ? 0.25f * (float)nrand() : 3.0f;
+        q[D + d] = d < 32 ? 0.25f * (float)nrand() : -3.0f;
+        if (d < 32 && fabsf(q[d]) + fabsf(q[D + d]) > 1.5f) q[d] = q[D + d] = 0.5f;
+    }
+    float a[25], b[25], wa[2 * 25], wb[2 * 25];
+    int32_t da[38], db[38];
+    kb_ref_hybrid_scores(q, G, D, r, pg.kmax, pg.kmin, pg.cap, &s, n, p, a, wa, da);
+    kb_cpu_hybrid_scores(q, G, D, r, pg.kmax, pg.kmin, pg.cap, &s, n, p, b, wb, db);
+    CHECK_MSG(same_idx(da, r, db, r) && da[0] == 32 && da[5] == 37, "sign-tie dims");
+    for (int P = 0; P < np; P++) CHECK_CLOSE(b[P], a[P], 1e-9, 2e-5);
+    for (int i = 0; i < G * np; i++) CHECK_CLOSE(wb[i], wa[i], 1e-9, 2e-5);
+    pages_free(&pg);
+    kvstream_free(&s);
+}
+
 int main(void) {
     test_topk();
     test_topk_pages();
@@ -800,6 +830,7 @@ int main(void) {
     test_topk_pages_exact_ties();
     test_topk_sample_short();
     test_quest_odd_stride();
+    test_hybrid_sign_tie_tail();
     test_pool();
     test_pages();
     test_hybrid_scores();
