@@ -117,7 +117,12 @@ int main(void) {
     atomic_int maxw = 0;
     for (int trial = 0; trial < 300; trial++) kb_pool_run(64, note_worker, &maxw);
     CHECK_MSG(atomic_load(&maxw) < 2, "worker index %d with 2 participants", atomic_load(&maxw));
+    /* the participants: omp_get_max_threads(), at most KB_POOL_THREADS_MAX
+     * (pool.h), whatever the cores */
+    omp_set_num_threads(KB_POOL_THREADS_MAX + 5);
+    CHECK_EQ_INT(kb_pool_threads(), KB_POOL_THREADS_MAX);
     omp_set_num_threads(4);
+    CHECK_EQ_INT(kb_pool_threads(), 4);
     static sa_ctx c;
     for (int trial = 0; trial < 1500; trial++) {
         c.rows = 1 + trial % 9;
