@@ -7,7 +7,7 @@
  * strings; null allowed otherwise). Other keys are ignored, so LongBench's
  * pred/<task>.jsonl files can be scored as they are.
  * Output (stdout): one score per input line, then
- *   "# mean=<mean> task_score=<round(100*mean, 2)> n=<lines>".
+ *   "# mean=<mean> task_score=<round(100*sum/n, 2)> n=<lines>".
  * The whole file is read and checked before anything is printed, so a bad
  * line produces an error (file:line, exit 2) and no scores. */
 #include <getopt.h>
@@ -115,7 +115,7 @@ static void usage(FILE *f) {
             "object {\"pred\": str, \"answers\": [str] (or str), \"all_classes\": [str]}\n"
             "(all_classes only for classification; other keys are ignored).\n"
             "Prints one score in [0, 1] per line, then\n"
-            "  # mean=<mean> task_score=<round(100*mean, 2)> n=<count>\n\n"
+            "  # mean=<mean> task_score=<round(100*sum/n, 2)> n=<count>\n\n"
             "  -m, --metric NAME   metric to use (see --list)\n"
             "      --first-line    score only the first line of each prediction, after\n"
             "                      leading newlines (LongBench trec, triviaqa, samsum)\n"

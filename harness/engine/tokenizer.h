@@ -53,8 +53,9 @@ int tokenizer_encode_cont(const kb_tokenizer *t, const char *text, size_t len, i
  * length (0 for an id out of range); writes at most cap bytes. */
 int tokenizer_piece(const kb_tokenizer *t, int32_t id, int render_special, char *buf, int cap);
 /* The same bytes without a copy: a pointer into the tokenizer (not NUL-terminated)
- * and *len their length (NULL and 0 where tokenizer_piece gives 0 bytes). For
- * callers that must not cut a long token at a buffer's size. */
+ * and *len their length; NULL and 0 for an id out of range or a control token not
+ * rendered (an empty piece gives a pointer and 0). For callers that must not cut a
+ * long token at a buffer's size. */
 const char *tokenizer_piece_ref(const kb_tokenizer *t, int32_t id, int render_special, int *len);
 /* Decode a sequence to a malloc'ed NUL-terminated string: the pieces
  * concatenated; for SentencePiece models with add_space_prefix the leading

@@ -376,9 +376,9 @@ def test_logits_length_bounds(run_kvbench, tiny_llama, tmp_path):
 
 def test_logits_prompt_is_tokenized_like_tokenize(run_kvbench, tiny_llama, model_file, tmp_path):
     """logits -p prints the ids it ran, one line, space-separated: the text encoded as
-    plain text (special-token text not parsed, like `tokenize --no-special`), or with
-    --chat the model's chat format (like `tokenize --chat auto`); the .npy has one row
-    per id."""
+    plain text (special-token text not parsed, like `tokenize --no-special`; SmolLM2
+    adds no BOS, where tokenize would add one only with --bos), or with --chat the
+    model's chat format (like `tokenize --chat auto`); the .npy has one row per id."""
     text = "<|im_start|>Paris is"
     for extra, tok_args in [([], ["--no-special"]), (["--chat"], ["--chat", "auto"])]:
         want = run_kvbench("tokenize", "-m", model_file, *tok_args, "-p", text, check=True).stdout

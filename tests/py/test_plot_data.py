@@ -5,7 +5,9 @@ The existing plot tests check that figures are made, kept and traced; none
 read the numbers in a .dat file, so a figure of the wrong rows, unsorted
 points, a wrong mean or a dropped reference line passed. Here each expected
 series is worked out in Python from the CSV rows this test writes, by the
-rules the docs give (docs/OUTPUTS.md, the header of harness/cmd_plot.c):
+rules docs/OUTPUTS.md gives ("plots/: what each figure draws"; they were not
+written down before these tests: they were written from the code as it stood,
+and these tests now hold the code to them):
 
 - accuracy_<task>: summary.csv's rows over all turns and kinds (turn "all",
   kind "all" or empty) with a score; one block per label in order of first

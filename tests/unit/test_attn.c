@@ -272,8 +272,9 @@ int main(void) {
     }
     /* the chunks' merge (log-sum-exp) when a later chunk's max exceeds the
      * first chunk's by far more than the f32 exp range (simd_exp1 clamps at
-     * 88.7): chunk 0 (rows 0..255) scores about +-12, chunk 1 about 128,
-     * chunk 2 about 192 (scale 1). Every score is exact in f32 (q = +-1, K
+     * 88.7): head 0's chunk 0 (rows 0..255) scores about +-12, chunk 1
+     * about 128, chunk 2 about 192 (scale 1; K follows the signs of head 0's
+     * q, so the other heads' scores are sums of random signs). Every score is exact in f32 (q = +-1, K
      * small integers, exact in f16 and bf16, sums of at most 64 products
      * below 2^24), so the fast path's only error is the weights' exp and
      * the f32 sums: the tolerance above holds. A merge that weighted the

@@ -223,7 +223,7 @@ static void test_multi_request(const kb_renderer *r) {
     kb_err err = {0};
     kb_tokens t;
     for (int chat = 0; chat < 2; chat++) {
-        kb_sample s = sample(turns, 2, chat, 40 /* not applied to requests */);
+        kb_sample s = sample(turns, 2, chat, 4 /* not applied to requests: each is longer */);
         s.multi_request = 1;
         s.shared_prefix = "CTX: data\n\n";
         s.system = chat ? "sys" : NULL;
