@@ -1,6 +1,7 @@
 /* cli.c - option-value helpers shared by the subcommands. */
 #include "harness/cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -36,8 +37,8 @@ const char *cli_model_path(const char *opt) {
 int cli_parse_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out) {
     char *end = NULL;
     errno = 0;
-    long v = s ? strtol(s, &end, 10) : 0;
-    if (!s || !*s || *end || errno || v < lo || v > hi) {
+    long v = s && !isspace((unsigned char)*s) ? strtol(s, &end, 10) : 0;
+    if (!s || !*s || isspace((unsigned char)*s) || *end || errno || v < lo || v > hi) {
         fprintf(stderr, "kvbench %s: --%s expects an integer in [%ld, %ld], got '%s'\n", cmd, opt,
                 lo, hi, s ? s : "");
         return 2;
@@ -50,8 +51,8 @@ int cli_parse_double(const char *cmd, const char *opt, const char *s, double lo,
                      double *out) {
     char *end = NULL;
     errno = 0;
-    double v = s ? strtod(s, &end) : 0;
-    if (!s || !*s || *end || errno || !isfinite(v) || v < lo || v > hi) {
+    double v = s && !isspace((unsigned char)*s) ? strtod(s, &end) : 0;
+    if (!s || !*s || isspace((unsigned char)*s) || *end || errno || !isfinite(v) || v < lo || v > hi) {
         fprintf(stderr, "kvbench %s: --%s expects a number in [%g, %g], got '%s'\n", cmd, opt, lo,
                 hi, s ? s : "");
         return 2;

@@ -25,7 +25,9 @@ int cmd_logits(int argc, char **argv);
  * models/SmolLM2-135M-Instruct.Q4_1.gguf. */
 const char *cli_model_path(const char *opt);
 /* Strict number parsing for option values: whole string must parse and lie in
- * [lo, hi]; otherwise prints "kvbench <cmd>: --<opt> expects ..." and returns 2. */
+ * [lo, hi], with no space before or after (strtol and strtod would skip a leading
+ * one; a leading '+' is taken); otherwise prints "kvbench <cmd>: --<opt> expects
+ * ..." and returns 2. */
 int cli_parse_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
 int cli_parse_double(const char *cmd, const char *opt, const char *s, double lo, double hi,
                      double *out);

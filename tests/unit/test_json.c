@@ -362,12 +362,16 @@ static void test_cli_numbers(void) {
     /* cli.h: the whole string parses and lies in [lo, hi] (both ends in) */
     CHECK(cli_parse_int("t", "n", "16", 16, 1024, &l) == 0 && l == 16);
     CHECK(cli_parse_int("t", "n", "1024", 16, 1024, &l) == 0 && l == 1024);
-    static const char *const bad_int[] = {"15", "1025", "", "16x", "1e2", "99999999999999999999999"};
+    /* no space before or after (strtol skips a leading one), a '+' taken (cli.h) */
+    CHECK(cli_parse_int("t", "n", "+17", 16, 1024, &l) == 0 && l == 17);
+    static const char *const bad_int[] = {"15",  "1025", "",     "16x", "1e2", "99999999999999999999999",
+                                          " 16", "\t16", "\n16", "16 ", "+ 16"};
     for (size_t i = 0; i < KB_ARRAY_LEN(bad_int); i++)
         CHECK_MSG(cli_parse_int("t", "n", bad_int[i], 16, 1024, &l) == 2, "%s", bad_int[i]);
     CHECK(cli_parse_double("t", "x", "0.5", 0.5, 2, &d) == 0 && d == 0.5);
     CHECK(cli_parse_double("t", "x", "2", 0.5, 2, &d) == 0 && d == 2);
-    static const char *const bad_dbl[] = {"0.49", "2.01", "", "1x", "nan", "inf", "1e400"};
+    CHECK(cli_parse_double("t", "x", "+1.5", 0.5, 2, &d) == 0 && d == 1.5);
+    static const char *const bad_dbl[] = {"0.49", "2.01", "", "1x", "nan", "inf", "1e400", " 1", "\t1", "\n1", "1 "};
     for (size_t i = 0; i < KB_ARRAY_LEN(bad_dbl); i++)
         CHECK_MSG(cli_parse_double("t", "x", bad_dbl[i], 0.5, 2, &d) == 2, "%s", bad_dbl[i]);
     /* lists: spaces, tabs, commas and line ends (CR too) separate */
