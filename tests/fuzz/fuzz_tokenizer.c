@@ -60,14 +60,7 @@ static kb_tokenizer *tok_fz_build(const tok_spec *s) {
 static void tok_fz_tiny_bpe(void) {
     static tiny_vocab v;
     static char bytes[256][4];
-    memset(&v, 0, sizeof v);
-    uint32_t m[256];
-    bpe_bytes_to_unicode(m);
-    for (int b = 0; b < 256; b++) {
-        int k = utf8_encode(m[b], bytes[b]);
-        bytes[b][k] = 0;
-        tiny_vocab_add(&v, bytes[b], TT_NORMAL, 0);
-    }
+    tiny_vocab_gpt2_bytes(&v, bytes);
     tiny_vocab_add(&v, "ab", TT_NORMAL, 0);
     tiny_vocab_add(&v, "bc", TT_NORMAL, 0);
     tiny_vocab_add(&v, "abc", TT_NORMAL, 0);

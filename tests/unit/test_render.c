@@ -27,7 +27,6 @@
 
 #include "check.h"
 #include "harness/engine/tok_internal.h"
-#include "harness/engine/unicode.h"
 #include "harness/render.h"
 #include "tests/unit/tiny_vocab.h"
 
@@ -37,14 +36,7 @@ static char g_byte_tok[256][4];
 
 static kb_tokenizer *byte_tokenizer(void) {
     static tiny_vocab v;
-    memset(&v, 0, sizeof v);
-    uint32_t m[256];
-    bpe_bytes_to_unicode(m);
-    for (int b = 0; b < 256; b++) {
-        int k = utf8_encode(m[b], g_byte_tok[b]);
-        g_byte_tok[b][k] = 0;
-        tiny_vocab_add(&v, g_byte_tok[b], TT_NORMAL, 0);
-    }
+    tiny_vocab_gpt2_bytes(&v, g_byte_tok);
     CHECK_EQ_INT(tiny_vocab_add(&v, "<s>", TT_CONTROL, 0), BOS);
     CHECK_EQ_INT(tiny_vocab_add(&v, "<|im_start|>", TT_CONTROL, 0), IM_START);
     CHECK_EQ_INT(tiny_vocab_add(&v, "<|im_end|>", TT_CONTROL, 0), IM_END);

@@ -20,14 +20,7 @@ static char g_long[300];
 
 int main(void) {
     static tiny_vocab v;
-    memset(&v, 0, sizeof v);
-    uint32_t map[256];
-    bpe_bytes_to_unicode(map);
-    for (int b = 0; b < 256; b++) {
-        int k = utf8_encode(map[b], g_byte_tok[b]);
-        g_byte_tok[b][k] = 0;
-        tiny_vocab_add(&v, g_byte_tok[b], TT_NORMAL, 0);
-    }
+    tiny_vocab_gpt2_bytes(&v, g_byte_tok);
     int ctl = tiny_vocab_add(&v, "<|end|>", TT_CONTROL, 0);
     memset(g_long, 'z', 280);
     int o = 280 + utf8_encode(0x10A, g_long + 280); /* GPT-2's character for byte 0x0A */

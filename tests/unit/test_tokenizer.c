@@ -211,14 +211,7 @@ static void test_bpe(void) {
      * then merged tokens. Merges by rank: "b c" (0), "a b" (1), "a bc" (2),
      * "ab c" (3). For "abc", rank 0 fires first: a|bc, then "a bc" -> abc. */
     static tiny_vocab v;
-    memset(&v, 0, sizeof v);
-    uint32_t m[256];
-    bpe_bytes_to_unicode(m);
-    for (int b = 0; b < 256; b++) {
-        int k = utf8_encode(m[b], g_byte_tok[b]);
-        g_byte_tok[b][k] = 0;
-        tiny_vocab_add(&v, g_byte_tok[b], TT_NORMAL, 0);
-    }
+    tiny_vocab_gpt2_bytes(&v, g_byte_tok);
     int ab = tiny_vocab_add(&v, "ab", TT_NORMAL, 0), bc = tiny_vocab_add(&v, "bc", TT_NORMAL, 0);
     int abc = tiny_vocab_add(&v, "abc", TT_NORMAL, 0);
     int ctl = tiny_vocab_add(&v, "<|x|>", TT_CONTROL, 0), usr = tiny_vocab_add(&v, "<u>", TT_USER, 0);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "harness/engine/tok_internal.h"
+#include "harness/engine/unicode.h"
 
 typedef struct tiny_vocab {
     const char *tok[320];
@@ -29,6 +30,18 @@ static inline int tiny_vocab_add(tiny_vocab *v, const char *s, int type, float s
     v->type[v->n] = type;
     v->score[v->n] = score;
     return v->n++;
+}
+
+/* Empties v and gives it GPT-2's 256 byte tokens, id b for byte b, their texts
+ * (bytes_to_unicode, UTF-8) written into text[b], which must outlive v. */
+static inline void tiny_vocab_gpt2_bytes(tiny_vocab *v, char text[256][4]) {
+    memset(v, 0, sizeof *v);
+    uint32_t map[256];
+    bpe_bytes_to_unicode(map);
+    for (int b = 0; b < 256; b++) {
+        text[b][utf8_encode(map[b], text[b])] = 0;
+        tiny_vocab_add(v, text[b], TT_NORMAL, 0);
+    }
 }
 
 /* Empties v and gives it SentencePiece's usual first ids: <unk> 0, <s> 1 and </s> 2. */
