@@ -46,6 +46,49 @@ static double max_err(const float *a, const float *b, int n, double atol, double
     return worst;
 }
 
+/* A D x n stream of type t (fill_stream's seed and key scale) and G queries
+ * from qseed: dense attention and the scores (scale 1/sqrt(D)), and with
+ * gather the attention over every other row, against the reference.
+ * Tolerances: attention as the header says; scores 1e-4 + 1e-5 |ref|, as the
+ * checks of the scores had before this function held them. */
+static void dense_vs_ref(kb_dtype t, int D, int G, int n, unsigned sseed, float kscale, unsigned qseed, int gather,
+                         const char *what) {
+    kb_kvstream s;
+    kvstream_init(&s, t, D, n);
+    fill_stream(&s, n, sseed, kscale);
+    float *q = malloc((size_t)G * D * 4), *a = malloc((size_t)G * D * 4), *b = malloc((size_t)G * D * 4);
+    for (int i = 0; i < G * D; i++) q[i] = frand(&qseed);
+    float scale = 1.0f / sqrtf((float)D);
+    kb_ref_attn_dense(q, G, &s, n, scale, a);
+    kb_cpu_attn_dense(q, G, &s, n, scale, b);
+    int bad = 0;
+    double e = max_err(b, a, G * D, 2e-5, 1e-4, &bad);
+    CHECK_MSG(bad == 0, "attn_dense%s %s D=%d G=%d n=%d max err %g", what, kb_dtype_name(t), D, G, n, e);
+    float *sa = malloc((size_t)G * n * 4), *sb = malloc((size_t)G * n * 4);
+    kb_ref_qk_scores(q, 1, G, &s, n, scale, sa, n);
+    kb_cpu_qk_scores(q, 1, G, &s, n, scale, sb, n);
+    bad = 0;
+    e = max_err(sb, sa, G * n, 1e-4, 1e-5, &bad);
+    CHECK_MSG(bad == 0, "qk_scores%s %s D=%d G=%d n=%d err %g", what, kb_dtype_name(t), D, G, n, e);
+    if (gather) { /* every other row */
+        int k = (n + 1) / 2;
+        int32_t *idx = malloc((size_t)k * sizeof(int32_t));
+        for (int r = 0; r < k; r++) idx[r] = 2 * r;
+        kb_ref_attn_gather(q, G, &s, idx, k, scale, a);
+        kb_cpu_attn_gather_rows(q, G, &s, idx, k, scale, b);
+        bad = 0;
+        e = max_err(b, a, G * D, 2e-5, 1e-4, &bad);
+        CHECK_MSG(bad == 0, "attn_gather_rows%s %s D=%d G=%d k=%d max err %g", what, kb_dtype_name(t), D, G, k, e);
+        free(idx);
+    }
+    free(sa);
+    free(sb);
+    free(q);
+    free(a);
+    free(b);
+    kvstream_free(&s);
+}
+
 int main(void) {
     /* simd_exp vs libm over [-90, 88] */
     {
@@ -72,34 +115,9 @@ int main(void) {
         for (int di = 0; di < 3; di++)
             for (int gi = 0; gi < 4; gi++)
                 for (int ni = 0; ni < 7; ni++) {
-                    int D = Ds[di], G = Gs[gi], n = ns[ni];
-                    kb_kvstream s;
-                    kvstream_init(&s, types[ti], D, n);
                     /* large key scale: peaky softmax, exercises the max/rescale logic */
-                    fill_stream(&s, n, 7u + (unsigned)ni, ni % 2 ? 4.0f : 0.5f);
-                    unsigned seed = 99;
-                    float *q = malloc((size_t)G * D * 4), *a = malloc((size_t)G * D * 4),
-                          *b = malloc((size_t)G * D * 4);
-                    for (int i = 0; i < G * D; i++) q[i] = frand(&seed);
-                    float scale = 1.0f / sqrtf((float)D);
-                    kb_ref_attn_dense(q, G, &s, n, scale, a);
-                    kb_cpu_attn_dense(q, G, &s, n, scale, b);
-                    int bad = 0;
-                    double e = max_err(b, a, G * D, 2e-5, 1e-4, &bad);
-                    CHECK_MSG(bad == 0, "attn_dense %s D=%d G=%d n=%d max err %g",
-                              kb_dtype_name(types[ti]), D, G, n, e);
-                    float *sa = malloc((size_t)G * n * 4), *sb = malloc((size_t)G * n * 4);
-                    kb_ref_qk_scores(q, 1, G, &s, n, scale, sa, n);
-                    kb_cpu_qk_scores(q, 1, G, &s, n, scale, sb, n);
-                    bad = 0;
-                    e = max_err(sb, sa, G * n, 1e-4, 1e-5, &bad);
-                    CHECK_MSG(bad == 0, "qk_scores n=%d err %g", n, e);
-                    free(sa);
-                    free(sb);
-                    free(q);
-                    free(a);
-                    free(b);
-                    kvstream_free(&s);
+                    dense_vs_ref(types[ti], Ds[di], Gs[gi], ns[ni], 7u + (unsigned)ni, ni % 2 ? 4.0f : 0.5f, 99, 0,
+                                 "");
                 }
     /* several KV heads in one call, long enough that a pool task runs several
      * consecutive chunks (dec_span) and rows are prefetched across chunk
@@ -193,46 +211,9 @@ int main(void) {
         for (int sh = 0; sh < 4; sh++) {
             int D = (int[]){72, 40, 64, 128}[sh], G = (int[]){3, 1, 9, 12}[sh];
             const int ns3[3] = {1, 257, 1030};
-            for (int ni = 0; ni < 3; ni++) {
-                int n = ns3[ni];
-                kb_kvstream s;
-                kvstream_init(&s, types[ti], D, n);
-                fill_stream(&s, n, 41u + (unsigned)(sh + ni), ni % 2 ? 4.0f : 0.5f);
-                unsigned seed = 123u + (unsigned)sh;
-                float *q = malloc((size_t)G * D * 4), *a = malloc((size_t)G * D * 4), *b = malloc((size_t)G * D * 4);
-                for (int i = 0; i < G * D; i++) q[i] = frand(&seed);
-                float scale = 1.0f / sqrtf((float)D);
-                kb_ref_attn_dense(q, G, &s, n, scale, a);
-                kb_cpu_attn_dense(q, G, &s, n, scale, b);
-                int bad = 0;
-                double e = max_err(b, a, G * D, 2e-5, 1e-4, &bad);
-                CHECK_MSG(bad == 0, "attn_dense (plain rows) %s D=%d G=%d n=%d max err %g", kb_dtype_name(types[ti]),
-                          D, G, n, e);
-                float *sa = malloc((size_t)G * n * 4), *sb = malloc((size_t)G * n * 4);
-                kb_ref_qk_scores(q, 1, G, &s, n, scale, sa, n);
-                kb_cpu_qk_scores(q, 1, G, &s, n, scale, sb, n);
-                bad = 0;
-                e = max_err(sb, sa, G * n, 1e-4, 1e-5, &bad);
-                CHECK_MSG(bad == 0, "qk_scores (plain rows) %s D=%d G=%d n=%d err %g", kb_dtype_name(types[ti]), D,
-                          G, n, e);
-                /* gathered: every other row */
-                int k = (n + 1) / 2;
-                int32_t *idx = malloc((size_t)k * sizeof(int32_t));
-                for (int t = 0; t < k; t++) idx[t] = 2 * t;
-                kb_ref_attn_gather(q, G, &s, idx, k, scale, a);
-                kb_cpu_attn_gather_rows(q, G, &s, idx, k, scale, b);
-                bad = 0;
-                e = max_err(b, a, G * D, 2e-5, 1e-4, &bad);
-                CHECK_MSG(bad == 0, "attn_gather_rows (plain rows) %s D=%d G=%d k=%d max err %g",
-                          kb_dtype_name(types[ti]), D, G, k, e);
-                free(idx);
-                free(sa);
-                free(sb);
-                free(q);
-                free(a);
-                free(b);
-                kvstream_free(&s);
-            }
+            for (int ni = 0; ni < 3; ni++)
+                dense_vs_ref(types[ti], D, G, ns3[ni], 41u + (unsigned)(sh + ni), ni % 2 ? 4.0f : 0.5f,
+                             123u + (unsigned)sh, 1, " (plain rows)");
         }
     /* nothing to attend to: no rows (n = 0, k = 0) gives zeros (the
      * reference's softmax over an empty set, attend_one), whatever out held;
