@@ -37,8 +37,9 @@ const char *cli_model_path(const char *opt) {
 int cli_parse_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out) {
     char *end = NULL;
     errno = 0;
-    long v = s && !isspace((unsigned char)*s) ? strtol(s, &end, 10) : 0;
-    if (!s || !*s || isspace((unsigned char)*s) || *end || errno || v < lo || v > hi) {
+    int blank = !s || !*s || isspace((unsigned char)*s); /* strto* would skip a leading space */
+    long v = blank ? 0 : strtol(s, &end, 10);
+    if (blank || *end || errno || v < lo || v > hi) {
         fprintf(stderr, "kvbench %s: --%s expects an integer in [%ld, %ld], got '%s'\n", cmd, opt,
                 lo, hi, s ? s : "");
         return 2;
@@ -51,8 +52,9 @@ int cli_parse_double(const char *cmd, const char *opt, const char *s, double lo,
                      double *out) {
     char *end = NULL;
     errno = 0;
-    double v = s && !isspace((unsigned char)*s) ? strtod(s, &end) : 0;
-    if (!s || !*s || isspace((unsigned char)*s) || *end || errno || !isfinite(v) || v < lo || v > hi) {
+    int blank = !s || !*s || isspace((unsigned char)*s); /* strto* would skip a leading space */
+    double v = blank ? 0 : strtod(s, &end);
+    if (blank || *end || errno || !isfinite(v) || v < lo || v > hi) {
         fprintf(stderr, "kvbench %s: --%s expects a number in [%g, %g], got '%s'\n", cmd, opt, lo,
                 hi, s ? s : "");
         return 2;
