@@ -53,6 +53,18 @@ static void test_worked_table(void) {
 static void test_edges(void) {
     kb_budget b;
     kb_err e = {0};
+    /* alpha's cap of 0.8 (methods.md §1.1): c = 32768/16 = 2048 gives
+     * 0.2 + 0.06 * 11 = 0.86 uncapped; capped, T = int(32768 / 2048^0.8) = 73
+     * (uncapped it would be 46), prompt_budget 57, c2 = 73/16, p = 3,
+     * r = int(128 * 3 / 4.5625) = 84, k = 8 (python3, compress()'s formulas) */
+    CHECK_EQ_INT(budget_rocketkv(KB_BUDGET_TRAFFIC, 16, 32768, 16, 128, 0, 0, &b, &e), 0);
+    CHECK_CLOSE(b.alpha, 0.8, 0, 0);
+    CHECK_EQ_INT(b.T, 73);
+    CHECK_EQ_INT(b.prompt_budget, 57);
+    CHECK_CLOSE(b.c2, 4.5625, 0, 0);
+    CHECK_EQ_INT(b.p, 3);
+    CHECK_EQ_INT(b.r, 84);
+    CHECK_EQ_INT(b.k, 8);
     /* S <= B: c = 1, p = 1, r = D, still k = B/2 */
     CHECK_EQ_INT(budget_rocketkv(KB_BUDGET_TRAFFIC, 2048, 1000, 128, 128, 0, 0, &b, &e), 0);
     CHECK_CLOSE(b.c, 1.0, 0, 0);
