@@ -216,6 +216,7 @@ static void test_accounting(void) {
     /* page summaries (min and max per dim and page) are kept in the KV dtype */
     CHECK_CLOSE(a.resident_bytes, 2 * n * row + 2 * (2.0 * np * D * 2), 1e-6, 0);
     CHECK(a.budget && a.budget->prompt_budget == pb && a.budget->p == p && a.budget->r == rr);
+    CHECK(a.budget && a.budget->L == 2000); /* the prompt length stage 1 evicted from (replay's stats.json) */
     r.ops->destroy(r.st);
     /* the same in topk mode: k = B, approximation not charged */
     CHECK(!start(&r, "{\"method\":\"rocketkv\",\"budget\":256,\"budget_mode\":\"topk\"}", &s));
@@ -339,6 +340,44 @@ static void test_accounting(void) {
     CHECK_CLOSE(a.attended, 256, 0, 0);
     CHECK_CLOSE(a.approx_tokeq, 0, 0, 0);
     CHECK(a.read_tokeq >= 256 && a.read_tokeq <= 4 * 256);
+    CHECK(a.budget && a.budget->k == 256); /* k = B, not B/2 (methods.md §7) */
+    {
+        /* the union, by brute force: each head's top 256 by exact score
+         * (methods_brute.c), the group's 4 heads merged, the mean over the 2
+         * KV heads; +-2 rows for a near tie at a head's boundary, where f32
+         * and double scores may order two slots differently */
+        br_hist h;
+        br_hist_init(&h, s.Hq, s.Hkv, D);
+        for (int t = 0; t < s.L; t++)
+            br_hist_push(&h, s.k + (size_t)t * s.Hkv * D, s.v + (size_t)t * s.Hkv * D, s.dt);
+        br_hist_push(&h, s.kn, s.vn, s.dt);
+        int n1 = s.L + 1, *list = malloc((size_t)n1 * sizeof(int)), *sel = malloc((size_t)n1 * sizeof(int));
+        char *in = malloc((size_t)n1);
+        for (int t = 0; t < n1; t++) list[t] = t;
+        double uni = 0;
+        for (int g = 0; g < s.Hkv; g++) {
+            memset(in, 0, (size_t)n1);
+            for (int hh = g * 4; hh < g * 4 + 4; hh++) {
+                int c = br_exact_topk(&h, g, s.q + (size_t)hh * D, 1, 0, list, n1, 256, sel, NULL);
+                for (int t = 0; t < c; t++) in[sel[t]] = 1;
+            }
+            for (int t = 0; t < n1; t++) uni += in[t];
+        }
+        CHECK_CLOSE(a.read_tokeq, uni / s.Hkv, 2, 0);
+        CHECK_CLOSE(a.read_bytes, uni * row, 4 * row, 0);
+        free(list);
+        free(sel);
+        free(in);
+        br_hist_free(&h);
+    }
+    r.ops->destroy(r.st);
+    /* group_sum: one set of 256 per KV group, which each of its 4 query heads
+     * attends; the group reads those 256 rows once */
+    CHECK(!start(&r, "{\"method\":\"exact_topk\",\"budget\":256,\"gqa\":\"group_sum\"}", &s));
+    step(&r, &s, 0, o);
+    r.ops->account(r.st, &a);
+    CHECK_CLOSE(a.attended, 256, 0, 0);
+    CHECK_CLOSE(a.read_tokeq, 256, 0, 0);
     r.ops->destroy(r.st);
     /* snapkv per head keeps 256 prompt tokens per query head (+ the new one):
      * each head attends 257, and the G = 4 per-head copies are distinct rows
@@ -357,6 +396,7 @@ static void test_accounting(void) {
     r.ops->account(r.st, &a);
     CHECK_CLOSE(a.resident_tokens, 2001 + pb + 1, 0, 0);
     CHECK_CLOSE(a.attended, k, 0, 0);
+    CHECK(a.budget && a.budget->L == 2000 && a.budget->prompt_budget == pb);
     r.ops->destroy(r.st);
     /* full reads everything; snapkvpp reads its kept tokens */
     CHECK(!start(&r, "{\"method\":\"full\"}", &s));
@@ -371,6 +411,41 @@ static void test_accounting(void) {
     r.ops->account(r.st, &a);
     CHECK_CLOSE(a.read_tokeq, 257, 0, 0);
     CHECK_CLOSE(a.resident_tokens, 257, 0, 0);
+    /* one set per KV group: each of the group's 4 query heads attends all 257 */
+    CHECK_CLOSE(a.attended, 257, 0, 0);
+    r.ops->destroy(r.st);
+    /* resident bytes of the methods that keep page summaries besides K and V
+     * (docs/METHODS.md's accounting table): sparq's p = 1 summary is one
+     * dim-major copy of K (2001 x 64 f16 per KV head), the mean-V option adds
+     * D double sums per KV head */
+    CHECK(!start(&r, "{\"method\":\"sparq\",\"budget\":256}", &s));
+    step(&r, &s, 0, o);
+    r.ops->account(r.st, &a);
+    CHECK_CLOSE(a.resident_bytes, 2 * 2001 * row + 2 * (2001.0 * D * 2), 0, 0);
+    r.ops->destroy(r.st);
+    CHECK(!start(&r, "{\"method\":\"sparq\",\"budget\":256,\"reallocate_mean_v\":true}", &s));
+    step(&r, &s, 0, o);
+    r.ops->account(r.st, &a);
+    CHECK_CLOSE(a.resident_bytes, 2 * 2001 * row + 2 * (2001.0 * D * 2) + 2 * (D * 8.0), 0, 0);
+    r.ops->destroy(r.st);
+    /* hybrid alone: c2 = 2100/256, p = ceil(sqrt(8.20)) = 3, 667 pages of
+     * 2001 slots, each page's min and max of 64 dims in f16 */
+    CHECK(!start(&r, "{\"method\":\"hybrid\",\"budget\":256}", &s));
+    step(&r, &s, 0, o);
+    r.ops->account(r.st, &a);
+    CHECK(a.budget && a.budget->p == 3);
+    CHECK_CLOSE(a.resident_bytes, 2 * 2001 * row + 2 * (2.0 * 667 * D * 2), 0, 0);
+    r.ops->destroy(r.st);
+    /* rocketkv's "r" replaces the split's r (docs/METHODS.md §3, budget_override): 5 dims,
+     * and the approximation reads 5 of the D dims of each page's min or max */
+    CHECK(!start(&r, "{\"method\":\"rocketkv\",\"budget\":256,\"r\":5}", &s));
+    step(&r, &s, 0, o);
+    r.ops->account(r.st, &a);
+    {
+        int n1 = pb + 1, np1 = (n1 + p - 1) / p;
+        CHECK(a.budget && a.budget->r == 5 && a.budget->p == p);
+        CHECK_CLOSE(a.approx_tokeq, (double)np1 * 5 / (2.0 * D), 1e-9, 0);
+    }
     r.ops->destroy(r.st);
     free(o);
     scen_free(&s);
@@ -572,6 +647,9 @@ static void test_params(void) {
                "cfg.json: methods[0]: method 'hybrid': key 'r': expected an integer in [1, 65536], got 0");
     expect_err("{\"method\":\"snapkv\",\"budget\":16}",
                "cfg.json: methods[0]: method 'snapkv': key 'budget': 16 is smaller than the window 32 (the window is always kept)");
+    /* at the edge: one below the window */
+    expect_err("{\"method\":\"snapkvpp\",\"budget\":19,\"window\":20}",
+               "cfg.json: methods[0]: method 'snapkvpp': key 'budget': 19 is smaller than the window 20 (the window is always kept)");
     expect_err("{\"method\":\"sparq\",\"budget\":64,\"gqa\":\"heads\"}",
                "cfg.json: methods[0]: method 'sparq': key 'gqa': expected \"per_head\", \"group_sum\" or \"group_mean\", got \"heads\"");
     expect_err("{\"method\":\"rocketkv\",\"budget\":64,\"alpha\":2}",
@@ -659,6 +737,13 @@ static void test_params(void) {
     void *st = NULL;
     CHECK_EQ_INT(p.ops->layer_init(&p, &c, &v, &st, &e), KB_EINPUT);
     CHECK_STREQ(e.msg, "method 'hybrid': key 'r': 20 exceeds the head dim D = 16");
+    /* at the edge: r = D + 1 refused, r = D taken (sparq checks its own r) */
+    CHECK(!method_params_parse_text("{\"method\":\"sparq\",\"budget\":64,\"r\":17}", "t", &p, &e));
+    CHECK_EQ_INT(p.ops->layer_init(&p, &c, &v, &st, &e), KB_EINPUT);
+    CHECK_STREQ(e.msg, "method 'sparq': key 'r': 17 exceeds the head dim D = 16");
+    CHECK(!method_params_parse_text("{\"method\":\"sparq\",\"budget\":64,\"r\":16}", "t", &p, &e));
+    CHECK_EQ_INT(p.ops->layer_init(&p, &c, &v, &st, &e), 0);
+    p.ops->destroy(st);
     /* a view without the window queries the method needs */
     CHECK(!method_params_parse_text("{\"method\":\"rocketkv\",\"budget\":16}", "t", &p, &e));
     v.Wq = 8;
