@@ -611,6 +611,54 @@ static void test_multiturn(void) {
     }
 }
 
+/* A rollback restores the state at the mark, summaries included: decoding a
+ * different continuation after it gives bit for bit what a fresh run that
+ * only ever saw that continuation gives (test_multiturn redoes the same
+ * tokens, which stale page min/max or mean-V sums would pass). Branch X's
+ * keys are 8x larger, so page summaries left over from it would win the
+ * page scores of the last pages. Tolerance 0: the same operations on the
+ * same cache in the same order. */
+static void test_rollback_branch(void) {
+    static const char *const cfgs[] = {
+        "{\"method\":\"exact_topk\",\"budget\":64}",
+        "{\"method\":\"snapkvpp\",\"budget\":96}",
+        "{\"method\":\"quest\",\"budget\":64}",
+        "{\"method\":\"sparq\",\"budget\":64,\"reallocate_mean_v\":true}",
+        "{\"method\":\"hybrid\",\"budget\":64}",
+        "{\"method\":\"rocketkv\",\"budget\":64}",
+        "{\"method\":\"rocketkv_mt\",\"budget\":64}",
+    };
+    for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
+        scen x, y; /* the same prompt (same seed); x's decoded keys scaled */
+        scen_make(&x, 6, 2, 32, 300, 6, K_RANDOM, 700 + ci);
+        scen_make(&y, 6, 2, 32, 300, 6, K_RANDOM, 700 + ci);
+        for (size_t i = (size_t)x.Hkv * x.D; i < (size_t)x.N * x.Hkv * x.D; i++) x.kn[i] *= 8;
+        run a, b;
+        CHECK(!start(&a, cfgs[ci], &x));
+        CHECK(!start(&b, cfgs[ci], &y));
+        size_t no = (size_t)x.Hq * x.D;
+        float *o1 = malloc(no * 4), *o2 = malloc(no * 4);
+        step(&a, &x, 0, o1);
+        step(&b, &y, 0, o2);
+        long m = a.ops->mark(a.st);
+        for (int i = 1; i < x.N; i++) step(&a, &x, i, o1);
+        a.ops->rollback(a.st, m);
+        double worst = 0;
+        for (int i = 1; i < y.N; i++) {
+            step(&a, &y, i, o1);
+            step(&b, &y, i, o2);
+            worst = fmax(worst, max_diff(o1, o2, (int)no));
+        }
+        CHECK_MSG(worst == 0, "%s: after a rollback, another branch differs from a fresh run by %g", cfgs[ci], worst);
+        a.ops->destroy(a.st);
+        b.ops->destroy(b.st);
+        free(o1);
+        free(o2);
+        scen_free(&x);
+        scen_free(&y);
+    }
+}
+
 static void expect_err(const char *json, const char *msg) {
     kb_method_params p;
     kb_err e = {0};
@@ -790,6 +838,13 @@ static void test_params(void) {
     mh_result res;
     CHECK_EQ_INT(mh_compare("{\"method\":\"snapkvpp\",\"budget\":64,\"kernel_by_length\":[[100,3],[1000,9]]}", &s,
                             2e-4, "adaptive", &res), 0);
+    /* RocketKV's stage-1 keys reach stage 1 (an avg pool, a kernel of 7) and
+     * its r key stage 2, checked by brute force (the same tolerances as
+     * test_method.c) */
+    CHECK_EQ_INT(mh_compare("{\"method\":\"rocketkv\",\"budget\":32,\"pooling\":\"avg\",\"kernel\":7}", &s, 2e-4,
+                            "rocketkv avg pool", &res), 0);
+    CHECK_EQ_INT(mh_compare("{\"method\":\"rocketkv_mt\",\"budget\":32,\"pooling\":\"avg\",\"kernel\":5,\"r\":3}", &s,
+                            2e-4, "rocketkv_mt avg pool, r 3", &res), 0);
     scen_free(&s);
 }
 
@@ -798,6 +853,7 @@ int main(void) {
     test_window_and_groups();
     test_accounting();
     test_multiturn();
+    test_rollback_branch();
     test_params();
     return check_summary("method_props");
 }
