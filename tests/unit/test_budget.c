@@ -144,11 +144,13 @@ static void test_other_methods(void) {
     CHECK_EQ_INT(budget_override(&b, 0, 4, 0, "method 'hybrid'", &e), 0);
     CHECK_EQ_INT(b.p, 4);
     CHECK_EQ_INT(b.r, 8);
+    CHECK_EQ_INT(b.r_raw, 8);
     CHECK_EQ_INT(budget_override(&b, 0, 0, 200, "method 'hybrid'", &e), KB_EINPUT);
     CHECK_STREQ(e.msg, "method 'hybrid': key 'r': 200 exceeds the head dim D = 128");
     /* r = D is allowed, D + 1 is not (the boundary of the check) */
     CHECK_EQ_INT(budget_override(&b, 0, 0, 128, "method 'hybrid'", &e), 0);
     CHECK_EQ_INT(b.r, 128);
+    CHECK_EQ_INT(b.r_raw, 128); /* a given r is the unclamped value too (stats.json's r_raw) */
     CHECK_EQ_INT(budget_override(&b, 0, 0, 129, "method 'hybrid'", &e), KB_EINPUT);
     CHECK_STREQ(e.msg, "method 'hybrid': key 'r': 129 exceeds the head dim D = 128");
     /* hybrid with S < B: c2 = max(1, S/B) = 1 (not 1000/2048), so p = 1 and

@@ -234,6 +234,8 @@ static void test_accounting(void) {
     CHECK(a.read_tokeq >= npq + 128 - 1e-9 && a.read_tokeq <= npq + 4 * 128);
     CHECK_CLOSE(a.approx_tokeq, npq, 0, 0);
     CHECK_CLOSE(a.attended, 8 * 16 - 15, 0, 0); /* the current page holds 1 token (2001 % 16) */
+    /* every token's K and V, and the 126 pages' min and max of 64 dims (f16) */
+    CHECK_CLOSE(a.resident_bytes, 2 * 2001 * row + 2 * (2.0 * npq * D * 2), 0, 0);
     /* the page upkeep (min/max of the new token) is timed inside the select
      * time: nested intervals of one monotonic clock, so never more, whatever
      * the clock's resolution. Whether it is timed at all (> 0) is not checked:
@@ -282,6 +284,33 @@ static void test_accounting(void) {
         top_abs_dims(&s, rh, &pairs, &dims);
         CHECK(pairs > dims); /* the case occurs in this scenario */
         CHECK_CLOSE(a.approx_tokeq, (double)nph * pairs / (2.0 * D) / s.Hkv, 1e-9, 0);
+        /* the K/V rows read: per KV head the union of its 4 heads' top-128
+         * slots, each head's set by the brute force (methods_brute.c, p and r
+         * as the budget gives them, checked above); +-1 in the mean over the 2
+         * KV heads for a near tie at a head's boundary (f32 against double
+         * scores; equal here): a wrong group's rows differ by 2.5 */
+        br_hist h;
+        br_hist_init(&h, s.Hq, s.Hkv, D);
+        for (int t = 0; t < s.L; t++)
+            br_hist_push(&h, s.k + (size_t)t * s.Hkv * D, s.v + (size_t)t * s.Hkv * D, s.dt);
+        br_hist_push(&h, s.kn, s.vn, s.dt);
+        int n1 = s.L + 1, G = s.Hq / s.Hkv, *list = malloc((size_t)n1 * sizeof(int)), *sel = malloc((size_t)n1 * sizeof(int));
+        char *in = malloc((size_t)n1);
+        for (int t = 0; t < n1; t++) list[t] = t;
+        double uni = 0;
+        for (int g = 0; g < s.Hkv; g++) {
+            memset(in, 0, (size_t)n1);
+            for (int hh = g * G; hh < (g + 1) * G; hh++) {
+                int c = br_hybrid(&h, g, s.q + (size_t)hh * D, 1, list, n1, ph, rh, 128, 0, sel, NULL, NULL);
+                for (int t = 0; t < c; t++) in[sel[t]] = 1;
+            }
+            for (int t = 0; t < n1; t++) uni += in[t];
+        }
+        CHECK_CLOSE(a.read_tokeq - a.approx_tokeq, uni / s.Hkv, 1, 0);
+        free(list);
+        free(sel);
+        free(in);
+        br_hist_free(&h);
     }
     r.ops->destroy(r.st);
     /* sparq per head (p = 1): the approximation reads K's own dim-major rows,
@@ -397,6 +426,9 @@ static void test_accounting(void) {
     CHECK_CLOSE(a.resident_tokens, 2001 + pb + 1, 0, 0);
     CHECK_CLOSE(a.attended, k, 0, 0);
     CHECK(a.budget && a.budget->L == 2000 && a.budget->prompt_budget == pb);
+    /* bytes: both caches' K and V, and the working set's pages (its
+     * prompt_budget + 1 slots in pages of p, min and max of 64 dims, f16) */
+    CHECK_CLOSE(a.resident_bytes, 2 * (2001.0 + pb + 1) * row + 2 * (2.0 * ((pb + 1 + p - 1) / p) * D * 2), 0, 0);
     r.ops->destroy(r.st);
     /* full reads everything; snapkvpp reads its kept tokens */
     CHECK(!start(&r, "{\"method\":\"full\"}", &s));
