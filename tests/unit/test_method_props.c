@@ -877,6 +877,12 @@ static void test_params(void) {
                             "rocketkv avg pool", &res), 0);
     CHECK_EQ_INT(mh_compare("{\"method\":\"rocketkv_mt\",\"budget\":32,\"pooling\":\"avg\",\"kernel\":5,\"r\":3}", &s,
                             2e-4, "rocketkv_mt avg pool, r 3", &res), 0);
+    /* the row's length picks K (docs/METHODS.md §4.1), not its prefix: 110
+     * slots take the second row's 9, where the 78 prefix slots would take 3 */
+    scen_free(&s);
+    scen_make(&s, 6, 2, 32, 110, 2, K_RANDOM, 78);
+    CHECK_EQ_INT(mh_compare("{\"method\":\"snapkvpp\",\"budget\":48,\"kernel_by_length\":[[100,3],[1000,9]]}", &s,
+                            2e-4, "adaptive at 110", &res), 0);
     scen_free(&s);
 }
 
