@@ -691,6 +691,58 @@ static void test_rollback_branch(void) {
     }
 }
 
+/* retained(qhead), the cache a later turn's prefill attends for query head
+ * qhead, is its own KV group's (qhead / G): every slot's key equals the
+ * prompt's key of that group at the slot's position (f16 as stored); for the
+ * evicting methods it holds what the head's decode row keeps (under per_head
+ * SnapKV the head's own set, which the brute force checks elsewhere). */
+static void test_retained_groups(void) {
+    static const char *const cfgs[] = {
+        "{\"method\":\"full\"}",
+        "{\"method\":\"exact_topk\",\"budget\":64}",
+        "{\"method\":\"snapkv\",\"budget\":64}",
+        "{\"method\":\"snapkvpp\",\"budget\":64}",
+        "{\"method\":\"quest\",\"budget\":64}",
+        "{\"method\":\"sparq\",\"budget\":64}",
+        "{\"method\":\"hybrid\",\"budget\":64}",
+        "{\"method\":\"rocketkv\",\"budget\":64}",
+        "{\"method\":\"rocketkv_mt\",\"budget\":64}",
+    };
+    scen s;
+    scen_make(&s, 6, 2, 32, 200, 1, K_RANDOM, 31);
+    int G = s.Hq / s.Hkv, D = s.D;
+    float *kr = malloc((size_t)D * sizeof(float));
+    for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
+        run r;
+        CHECK(!start(&r, cfgs[ci], &s));
+        int rows;
+        r.ops->decode_cache(r.st, 0, &rows);
+        int evicts = r.ops->evicts && strstr(cfgs[ci], "_mt") == NULL;
+        for (int hq = 0; hq < s.Hq; hq++) {
+            const kb_kvstream *R = r.ops->retained(r.st, hq);
+            int g = hq / G, ok = R->n > 0, same = 1;
+            for (int t = 0; ok && t < R->n; t++) {
+                int pos = R->pos[t];
+                ok = pos >= 0 && pos < s.L;
+                kvstream_get_f32(R, t, kr, NULL);
+                for (int d = 0; ok && d < D; d++)
+                    ok = kr[d] == kb_f16_to_f32(kb_f32_to_f16(s.k[((size_t)pos * s.Hkv + g) * D + d]));
+            }
+            if (evicts) { /* the decode row of this head: the head's own under per_head */
+                const kb_kvstream *c = r.ops->decode_cache(r.st, rows == s.Hq ? hq : g, NULL);
+                same = c->n == R->n;
+                for (int t = 0; same && t < R->n; t++) same = c->pos[t] == R->pos[t];
+            } else {
+                same = R->n == s.L;
+            }
+            CHECK_MSG(ok && same, "%s: retained(%d) is not KV group %d's cache", cfgs[ci], hq, g);
+        }
+        r.ops->destroy(r.st);
+    }
+    free(kr);
+    scen_free(&s);
+}
+
 static void expect_err(const char *json, const char *msg) {
     kb_method_params p;
     kb_err e = {0};
@@ -892,6 +944,7 @@ int main(void) {
     test_accounting();
     test_multiturn();
     test_rollback_branch();
+    test_retained_groups();
     test_params();
     return check_summary("method_props");
 }
