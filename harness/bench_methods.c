@@ -1017,9 +1017,10 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
                     if (hos[rd] > 0) snprintf(hs, sizeof hs, ", hand-over %.0f ns", hos[rd]);
                     fprintf(stderr,
                             "kvbench %s: context %d round %d: %s%s decode %.4f ms/token, attention %.6f ms/token (read "
-                            "bandwidth %.2f GB/s%s)\n",
+                            "bandwidth %.2f GB/s%s); selection %.6f ms/token, upkeep %.6f ms/token, peak RSS %.0f "
+                            "bytes\n",
                             o->cmd, ctx[ci], rd + 1, cell->p.label, bud, cr->decode_s * 1e3, cr->attn_s * 1e3, bws[rd],
-                            hs);
+                            hs, cr->select_s * 1e3, cr->upkeep_s * 1e3, cr->peak_rss);
                 }
                 if (rd < R - 1) continue;
                 /* the cell's last round: its row */
