@@ -46,10 +46,50 @@ def rocket_T(S, B, N):
     return max(T, min(2 * N, S))
 
 
-def bench(kvbench_bin, *args, timeout=300, env_tmp=None):
-    env = {**os.environ, "TMPDIR": env_tmp} if env_tmp else None
+def bench(kvbench_bin, *args, timeout=300, env_tmp=None, env=None):
+    env = {**os.environ, **(env or {}), **({"TMPDIR": env_tmp} if env_tmp else {})}
     return subprocess.run([kvbench_bin, "bench", "methods", *map(str, args)],
                           capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def check_stdout_table(stdout, rows, model, fill):
+    """bench methods' stdout against latency.csv's rows (same run): the banner
+    (model, KV type, fill), then per context its rows in latency.csv's order,
+    each value the column's rounded to the header's precision (ms/token,
+    attention and selection ms to 3 decimals of the column's 4, GB/s to 2 of
+    its 3, "of bw" = 100 x gbps / read_bw_gbps in whole %, resident tokens to
+    1 decimal, peak RSS in MiB = bytes / 2^20 to 1 decimal), and the line of
+    speedups, each as the column has it. Each tolerance is the half unit of
+    the printed value plus the half unit of the column it is recomputed
+    from."""
+    lines = stdout.splitlines()
+    assert re.fullmatch(rf"# kvbench bench methods: .+, \d+ cores; model {re.escape(model)}; KV f16; fill {fill}",
+                        lines[0]), lines[0]
+    assert lines[1].split() == ["label", "budget", "context", "ms/token", "attn", "ms", "sel", "ms", "GB/s",
+                                "of", "bw", "resident", "RSS", "MiB", "speedup"], lines[1]
+    body = [l for l in lines[2:] if not l.startswith("  speedup vs full")]
+    assert len(body) == len(rows), stdout
+    for line, r in zip(body, rows):
+        w = line.split()
+        if not r["budget"]:
+            w.insert(1, "")
+        assert w[:3] == [r["label"], r["budget"], r["context"]], (line, r)
+        for i, col in ((3, "decode_ms_per_token"), (4, "attn_ms_per_token"), (5, "select_ms_per_token")):
+            assert abs(float(w[i]) - float(r[col])) <= 5e-4 + 5e-5 + 1e-9, (line, col, r[col])
+        assert abs(float(w[6]) - float(r["gbps"])) <= 5e-3 + 5e-4 + 1e-9, (line, r["gbps"])
+        g, bw = float(r["gbps"]), float(r["read_bw_gbps"])
+        assert w[7].endswith("%")
+        assert 100 * (g - 5e-4) / (bw + 5e-4) - 0.5 - 1e-9 <= float(w[7][:-1]) <= \
+            100 * (g + 5e-4) / (bw - 5e-4) + 0.5 + 1e-9, (line, g, bw)
+        assert abs(float(w[8]) - float(r["tokens_resident"])) <= 0.05 + 1e-9, (line, r["tokens_resident"])
+        assert abs(float(w[9]) - int(r["peak_rss_bytes"]) / 2**20) <= 0.05 + 1e-9, (line, r["peak_rss_bytes"])
+    contexts = list(dict.fromkeys(r["context"] for r in rows))
+    sp = [l for l in lines if l.startswith("  speedup vs full")]
+    assert len(sp) == len(contexts), stdout
+    for line, c in zip(sp, contexts):
+        want = " ".join(f"{r['label']}{'/' if r['budget'] else ''}{r['budget']} {r['speedup_vs_full']}"
+                        for r in rows if r["context"] == c)
+        assert line == f"  speedup vs full at context {c}: {want}", (line, want)
 
 
 def test_bench_methods_table(kvbench_bin, tmp_path):
@@ -88,6 +128,19 @@ def test_bench_methods_table(kvbench_bin, tmp_path):
         assert (r["decode_tokens"], r["reps"], r["rounds"], r["fill"], r["budget_mode"]) == \
             (str(N), "1", "1", "random", "traffic")
         assert int(r["weight_bytes_per_step"]) == 96577380 == smol_weight_bytes()
+        # each number with its column's decimals (OUTPUTS.md: 4 for milliseconds
+        # and fractions, 3 for GB/s and speedups, 2 for tokens_resident, 1 for
+        # handover_ns, none for bytes)
+        for cols, dec in (
+                (("decode_ms_per_token", "attn_ms_per_token", "select_ms_per_token", "upkeep_ms_per_token",
+                  "bw_fraction", "attn_bw_fraction"), 4),
+                (("gbps", "read_bw_gbps", "attn_gbps", "speedup_vs_full"), 3), (("tokens_resident",), 2),
+                (("handover_ns",), 1),
+                (("weight_bytes_per_step", "kv_bytes_read_per_step", "bytes_read_per_step", "kv_bytes_resident",
+                  "peak_rss_bytes", "context", "accountant_T", "budget"), 0)):
+            for c in cols:
+                if r[c] or c not in ("handover_ns", "accountant_T", "budget"):
+                    assert re.fullmatch(r"\d+\.\d{%d}" % dec if dec else r"\d+", r[c]), (c, r[c])
         # the parts of a step: attention inside the decode step (which also reads
         # ~97 MB of weights, so the two cannot round to one value at 4
         # decimals), selection inside the attention; medians of sub-intervals
@@ -139,6 +192,16 @@ def test_bench_methods_table(kvbench_bin, tmp_path):
             assert float(r["kv_bytes_read_per_step"]) < float(
                 next(x for x in rows if x["label"] == "full" and x["context"] == r["context"])
                 ["kv_bytes_read_per_step"])
+    # speedup_vs_full: the full row's decode ms/token at the row's context over
+    # the row's (one round). Both are printed to 4 decimals and the speedup to
+    # 3, so it lies between the ratios at the ends of the rounding intervals,
+    # +-5e-4
+    for r in rows:
+        f = next(x for x in rows if x["label"] == "full" and x["context"] == r["context"])
+        df, dr = float(f["decode_ms_per_token"]), float(r["decode_ms_per_token"])
+        lo, hi = (df - 5e-5) / (dr + 5e-5), (df + 5e-5) / (dr - 5e-5)
+        assert lo - 5e-4 - 1e-12 <= float(r["speedup_vs_full"]) <= hi + 5e-4 + 1e-12, (r["label"], r["budget"], df, dr)
+    check_stdout_table(p.stdout, rows, "synthetic:smollm2-135m", "random")
     run = json.loads((out / "run.json").read_text())
     assert run["kind"] == "bench_methods" and run["status"] == "done"
     assert run["read_bandwidth_gbps"] > 0 and run["contexts"] == [600, 300]
@@ -172,11 +235,12 @@ def test_bench_methods_table(kvbench_bin, tmp_path):
     assert ("handover_ns" in run) == measurable
     one = tmp_path / "one"
     p = bench(kvbench_bin, "-m", "synthetic:smollm2-135m", "--contexts", "300", "--methods", "full",
-              "--decode-tokens", 2, "--reps", 1, "--threads", 1, "--out", one)
+              "--decode-tokens", 2, "--reps", 1, "--rounds", 2, "--threads", 1, "--out", one)
     assert p.returncode == 0, p.stderr
     assert [(r["handover_ns"], r["threads"]) for r in read(one / "latency.csv")] == [("", "1")]
     assert "handover_ns" not in json.loads((one / "run.json").read_text())
-    assert "hand-over" not in p.stderr
+    # nor in the rounds' lines (two rounds here)
+    assert "hand-over" not in p.stderr and p.stderr.count("context 300 round ") == 2, p.stderr
 
 
 def test_bench_engine_report(kvbench_bin):
@@ -366,6 +430,18 @@ def test_bench_methods_rounds(kvbench_bin, tmp_path):
         else:
             med = sorted(float(h) for h in hand[label])[1]
             assert abs(float(r["handover_ns"]) - med) <= 0.55
+    # selection and upkeep: medians of the rounds' (printed to 6 decimals of a
+    # ms, the columns to 4); peak RSS: the largest of the rounds' (bytes, exact)
+    sel = {}
+    for m in re.finditer(r"context 300 round (\d): (\w+)(?:/64)? decode .*; selection ([\d.]+) ms/token, upkeep "
+                         r"([\d.]+) ms/token, peak RSS (\d+) bytes$", p3.stderr, re.M):
+        sel.setdefault(m.group(2), []).append((float(m.group(3)), float(m.group(4)), int(m.group(5))))
+    assert sorted(sel) == ["full", "rocketkv"] and all(len(v) == 3 for v in sel.values()), p3.stderr
+    for label, r in three.items():
+        for i, col in ((0, "select_ms_per_token"), (1, "upkeep_ms_per_token")):
+            assert abs(float(r[col]) - statistics.median(x[i] for x in sel[label])) <= 5e-5 + 5e-7 + 1e-9, \
+                (label, col, r[col], sel[label])
+        assert int(r["peak_rss_bytes"]) == max(x[2] for x in sel[label]), (label, r["peak_rss_bytes"], sel[label])
     for label, r in three.items():
         kv = float(r["kv_bytes_read_per_step"])
         lo = sorted(kv / ((a + 5e-7) * 1e6) / (bw + 5e-3) for a, bw in att[label])[1]
@@ -402,8 +478,16 @@ def test_run_json_model_hash(kvbench_bin, tiny_llama, tmp_path):
     # from the cache; this run also leaves --budgets, --decode-tokens and --reps
     # at their defaults (usage, PERFORMANCE.md): 256,1024, 16 and 3
     assert run_hash(1, ("--methods", "full,rocketkv")) == want
-    assert [(r["label"], r["budget"], r["decode_tokens"], r["reps"]) for r in read(tmp_path / "r1" / "latency.csv")] \
+    r1 = read(tmp_path / "r1" / "latency.csv")
+    assert [(r["label"], r["budget"], r["decode_tokens"], r["reps"]) for r in r1] \
         == [("full", "", "16", "3"), ("rocketkv", "256", "16", "3"), ("rocketkv", "1024", "16", "3")]
+    # every repetition starts from the same cache (rolled back after the
+    # warm-up and after each timed one): after the last, L + N = 64 + 16
+    # tokens, for RocketKV too (S = 81 <= B, so T = S: methods.md §1.1), not
+    # 64 + 4 x 16 as four decodes in a row would leave
+    assert [(float(r["tokens_resident"]), r["accountant_T"]) for r in r1] == [
+        (80.0, ""), (80.0, str(rocket_T(81, 256, 16))), (80.0, str(rocket_T(81, 1024, 16)))]
+    assert rocket_T(81, 256, 16) == 81
     st = os.stat(model)
     data = bytearray(model.read_bytes())
     data[-1] ^= 0xFF  # the last byte: tensor data, the run still loads
@@ -450,21 +534,48 @@ def test_bench_methods_errors(kvbench_bin, tiny_llama, tmp_path):
          "unknown synthetic model 'synthetic:nosuch'"),
         (["-m", tiny, "--contexts", "600", "--methods", "full"],
          "context 600 + 16 decode tokens exceeds the model context of 512 tokens"),
-        # a cell that fails is named as its rows are: label, " B=budget" only when it has one
-        # (a GGUF model filled at random is the one case whose cells check its context)
+        # filled at random too (before 2026-12-06 only the cells checked a
+        # GGUF model's contexts then, after the machine was measured)
         (["-m", tiny, "--fill", "random", "--contexts", "600", "--methods", "full"],
-         ("exceeds the model context of 512 tokens", "bench methods: full, context 600: a cell failed")),
-        (["-m", tiny, "--fill", "random", "--contexts", "600", "--methods", "rocketkv", "--budgets", "64"],
-         "bench methods: rocketkv B=64, context 600: a cell failed"),
+         "context 600 + 16 decode tokens exceeds the model context of 512 tokens"),
+        # the numbers' ranges, as the messages give them: one past each end
+        # refused here, each end taken below
+        (["--decode-tokens", "0"], "--decode-tokens expects an integer in [1, 4096], got '0'"),
+        (["--decode-tokens", "4097"], "--decode-tokens expects an integer in [1, 4096], got '4097'"),
+        (["--reps", "101"], "--reps expects an integer in [1, 100], got '101'"),
+        (["--rounds", "101"], "--rounds expects an integer in [1, 100], got '101'"),
+        (["--threads", "0"], "--threads expects an integer in [1, 1024], got '0'"),
+        (["--threads", "1025"], "--threads expects an integer in [1, 1024], got '1025'"),
+        (["--budgets", "0"], "--budgets expects"),
+        # each end of a range is taken: the run goes on to the next option's error
+        (["--decode-tokens", "4096", "--reps", "100", "--rounds", "100", "--threads", "1024", "--budgets", "1",
+          "--decode-tokens", "1"], "--decode-tokens given twice"),
+        (["--decode-tokens", "1", "--reps", "1", "--rounds", "1", "--threads", "1", "--budgets", "1073741824",
+          "--kv", "f8"], "--kv expects f16, f32 or bf16, got 'f8'"),
+        (["-m", tiny, "extra"], "unexpected argument 'extra'"),
+        # two contexts fitted to one length: named with the option (PERFORMANCE.md)
+        (["-m", "synthetic:smollm2-135m", "--contexts", "8180,8190", "--methods", "full"],
+         ("kvbench bench methods: --contexts: contexts 81", "8180", "8190", "both fit to 8176 tokens")),
+        # a cell that fails is named as its rows are: label, " B=budget" only
+        # when it has one (here its memory check: the parent checks none for a
+        # random fill)
+        (["-m", tiny, "--fill", "random", "--contexts", "256", "--methods", "full", "--decode-tokens", "2"],
+         ("0.00 GiB of memory is available", "bench methods: full, context 256: a cell failed"),
+         {"KVBENCH_MEM_LIMIT": "200000"}),
+        (["-m", tiny, "--fill", "random", "--contexts", "256", "--methods", "rocketkv", "--budgets", "64",
+          "--decode-tokens", "2"], "bench methods: rocketkv B=64, context 256: a cell failed",
+         {"KVBENCH_MEM_LIMIT": "200000"}),
     ]
-    for args, msg in cases:
+    for args, msg, *env in cases:
         out = tmp_path / "o"
-        p = bench(kvbench_bin, *args, "--out", out)
+        p = bench(kvbench_bin, *args, "--out", out, env=env[0] if env else None)
         assert p.returncode == 2, (args, p.stderr)
         msgs = msg if isinstance(msg, tuple) else (msg,)
         for m in msgs:
             assert m in p.stderr, (args, p.stderr)
-        assert not (out / "latency.csv").exists()
+        # nothing is left: the --out directory bench methods made is removed
+        # (nothing was written into it)
+        assert not out.exists(), (args, os.listdir(out))
         # the model and the contexts are checked before the machine is measured
         # (seconds) and before any cell runs, except where only a cell can (a
         # GGUF model filled at random)
@@ -481,6 +592,39 @@ def test_bench_methods_errors(kvbench_bin, tiny_llama, tmp_path):
     p = bench(kvbench_bin, "-m", "synthetic:smollm2-135m", "--contexts", "64", "--methods", "full",
               "--out", sweep_dir)
     assert p.returncode == 2 and "another kind of run" in p.stderr
+
+
+def test_context_at_the_model_limit_is_lowered(kvbench_bin, tiny_llama, tmp_path):
+    """A context at the model's limit is lowered to leave room for the decode
+    (PERFORMANCE.md's context column): 512 on the 512-token tiny model with
+    16 decode tokens measures 496, and says so on stderr, whatever the fill;
+    the row, run.json's contexts and stdout name 496, and 512 tokens are
+    resident after the decode. Until 2026-12-06 a GGUF model filled at random
+    was lowered by its cells alone: run.json listed 512 and the speedup line
+    said 'context 512' beside a row of 496, without the note."""
+    for fill in ("prefill", "random"):
+        out = tmp_path / fill
+        p = bench(kvbench_bin, "-m", tiny_llama(), "--fill", fill, "--contexts", 512, "--methods", "full",
+                  "--decode-tokens", 16, "--reps", 1, "--out", out)
+        assert p.returncode == 0, p.stderr
+        assert "kvbench bench methods: context 512 -> 496 (room for 16 decode tokens)" in p.stderr, (fill, p.stderr)
+        (row,) = read(out / "latency.csv")
+        assert (row["context"], row["tokens_resident"], row["fill"]) == ("496", "512.00", fill)
+        assert json.loads((out / "run.json").read_text())["contexts"] == [496]
+        assert "  speedup vs full at context 496: full 1.000" in p.stdout.splitlines(), p.stdout
+
+
+def test_default_methods(kvbench_bin, tiny_llama, tmp_path):
+    """Without --methods, the cells are Full KV once and every method that
+    takes a budget (METHODS.md's table: all but full) once per budget, each
+    with its defaults, in the table's order."""
+    out = tmp_path / "d"
+    p = bench(kvbench_bin, "-m", tiny_llama(), "--contexts", 64, "--budgets", "32,48", "--decode-tokens", 1,
+              "--reps", 1, "--out", out)
+    assert p.returncode == 0, p.stderr
+    budgeted = ["exact_topk", "snapkv", "snapkvpp", "quest", "sparq", "hybrid", "rocketkv", "rocketkv_mt"]
+    want = [("full", "full", "", "")] + [(m, m, "", b) for m in budgeted for b in ("32", "48")]
+    assert [(r["method"], r["label"], r["params"], r["budget"]) for r in read(out / "latency.csv")] == want
 
 
 def test_bench_methods_one_writer(kvbench_bin, tmp_path):
@@ -510,7 +654,8 @@ def test_sweep_latency_part(kvbench_bin, tiny_llama, tmp_path):
     cfg.write_text(json.dumps({
         "name": "lat", "seed": 1,
         "tasks": [{"task": "needle", "words": [60], "depths": [0.5], "per_cell": 1, "max_new": 4}],
-        "methods": ["full", "rocketkv", {"method": "rocketkv", "label": "rocketkv_skip1", "skip_layers": 1}],
+        "methods": ["full", "rocketkv", {"method": "rocketkv", "label": "rocketkv_skip1", "skip_layers": 1},
+                    {"method": "full", "label": "dense2"}],
         "budgets": [32], "latency": {"contexts": [256, 128], "decode_tokens": 3, "reps": 1, "rounds": 2}}))
     out = tmp_path / "run"
     p = subprocess.run([kvbench_bin, "sweep", str(cfg), "--out", str(out), "-m", model],
@@ -518,7 +663,7 @@ def test_sweep_latency_part(kvbench_bin, tiny_llama, tmp_path):
     assert p.returncode == 0, p.stderr
     rows = read(out / "latency.csv")
     assert sorted((r["label"], r["context"]) for r in rows) == [
-        ("full", "128"), ("full", "256"), ("rocketkv", "128"), ("rocketkv", "256"),
+        ("dense2", "128"), ("dense2", "256"), ("full", "128"), ("full", "256"), ("rocketkv", "128"), ("rocketkv", "256"),
         ("rocketkv_skip1", "128"), ("rocketkv_skip1", "256")]
     # tokens_resident is the mean over the layers: with skip_layers 1, the
     # first of the tiny model's two layers runs Full KV (L + N tokens) and the
@@ -528,7 +673,7 @@ def test_sweep_latency_part(kvbench_bin, tiny_llama, tmp_path):
     for r in rows:
         L = int(r["context"])
         T = rocket_T(L + 1 + N, 32, N)
-        want = {"full": (L + N, ""), "rocketkv": (min(L, T - N) + N, str(T)),
+        want = {"full": (L + N, ""), "dense2": (L + N, ""), "rocketkv": (min(L, T - N) + N, str(T)),
                 "rocketkv_skip1": ((L + N + min(L, T - N) + N) / 2, str(T))}[r["label"]]
         assert (float(r["tokens_resident"]), r["accountant_T"]) == want, (r["label"], L, r["tokens_resident"],
                                                                           r["accountant_T"], want)
@@ -546,12 +691,22 @@ def test_sweep_latency_part(kvbench_bin, tiny_llama, tmp_path):
         v = rnd[(r["label"], r["context"])]
         assert abs(float(r["decode_ms_per_token"]) - statistics.median(d for d, _ in v)) <= 1e-4 + 1e-9
         assert abs(float(r["attn_ms_per_token"]) - statistics.median(a for _, a in v)) <= 5e-5 + 5e-7 + 1e-9
+        # the speedup: against the first cell of method full (label "full"; the
+        # second, "dense2", is not the baseline), the median (mean) of the two
+        # rounds' ratios, each between its values at the ends of the printed
+        # decode times' rounding intervals (+-5e-5), the column +-5e-4
+        f = rnd[("full", r["context"])]
+        lo = statistics.median((fd - 5e-5) / (d + 5e-5) for (fd, _), (d, _) in zip(f, v))
+        hi = statistics.median((fd + 5e-5) / (d - 5e-5) for (fd, _), (d, _) in zip(f, v))
+        assert lo - 5e-4 - 1e-12 <= float(r["speedup_vs_full"]) <= hi + 5e-4 + 1e-12, (r["label"], r["speedup_vs_full"], f, v)
+        if r["label"] == "full":
+            assert r["speedup_vs_full"] == "1.000"
     # the cell columns are written as summary.csv writes them, so the tables join
     # (latency.csv left budget_mode empty for full until 2026-12-05)
     key = ("method", "label", "params", "budget", "budget_mode")
     cells = {tuple(r[k] for k in key) for r in read(out / "summary.csv")}
     assert {tuple(r[k] for k in key) for r in rows} == cells == {
-        ("full", "full", "", "", "traffic"), ("rocketkv", "rocketkv", "", "32", "traffic"),
+        ("full", "full", "", "", "traffic"), ("full", "dense2", "", "", "traffic"), ("rocketkv", "rocketkv", "", "32", "traffic"),
         ("rocketkv", "rocketkv_skip1", '{"skip_layers":1}', "32", "traffic")}
     assert json.loads((out / "run.json").read_text())["status"] == "done"
     assert not [f for f in out.iterdir() if f.name.startswith(".kvbench-prefill")]
@@ -740,9 +895,41 @@ __attribute__((constructor)) static void noise(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--cell")) {
             fputs("a line of noise {not a result}\n", stdout);
+            fputs("{\"context\": 7, \"decode_s\": 1}\n", stdout); /* an object line, not the last */
             fflush(stdout);
             fputs("noise shim loaded\n", stderr);
         }
+}
+"""
+
+
+def test_a_cell_killed_by_a_signal(kvbench_bin, tiny_llama, tmp_path):
+    """A cell process that dies of a signal is reported as such (exit 1, the
+    signal's number), not as a cell that exited with a status; nothing is
+    written. The cell kills itself (SIGKILL) from a preloaded constructor."""
+    import shutil
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler for the shim")
+    (tmp_path / "die.c").write_text(DIE_SHIM)
+    shim = tmp_path / "die.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(shim), str(tmp_path / "die.c")], check=True)
+    env = dict(LD_PRELOAD=str(shim))
+    env["ASAN_OPTIONS"] = ":".join(filter(None, [os.environ.get("ASAN_OPTIONS"), "verify_asan_link_order=0"]))
+    out = tmp_path / "lat"
+    p = bench(kvbench_bin, "-m", tiny_llama(), "--contexts", 64, "--methods", "full", "--decode-tokens", 2,
+              "--reps", 1, "--out", out, env=env)
+    assert p.returncode == 1, (p.returncode, p.stderr)
+    assert "kvbench bench methods: full, context 64: a cell process died of signal 9" in p.stderr, p.stderr
+    assert not out.exists()
+
+
+DIE_SHIM = r"""
+#include <signal.h>
+#include <string.h>
+__attribute__((constructor)) static void die(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--cell")) raise(SIGKILL);
 }
 """
 
@@ -752,7 +939,8 @@ def test_cell_result_is_its_last_object_line(kvbench_bin, tiny_llama, tmp_path):
     starts with '{' (the child prints it as one line); another line printed
     before it is ignored. Until 2026-12-06 the parent parsed the whole output
     (it looked for the last '{', always the nested "model" object), so such a
-    line before the result made every cell fail with 'printed no result'. The line is printed
+    line before the result made every cell fail with 'printed no result'. Of two
+    lines that start with '{', the last is the result. The lines are printed
     by a preloaded constructor; the sanitizer runtime is told not to insist
     on coming first in the library list."""
     import shutil
@@ -771,4 +959,4 @@ def test_cell_result_is_its_last_object_line(kvbench_bin, tiny_llama, tmp_path):
     assert p.returncode == 0, p.stderr
     assert "noise shim loaded" in p.stderr, "the shim must run in the cell process"
     rows = read(out / "latency.csv")
-    assert [(r["label"], r["context"]) for r in rows] == [("full", "64")], rows
+    assert [(r["label"], r["context"], r["tokens_resident"]) for r in rows] == [("full", "64", "66.00")], rows
