@@ -17,6 +17,83 @@ static double f16_value(uint16_t h) {
     return s ? -v : v;
 }
 
+/* kb_base.h's error helpers and type names, worked by hand from its text:
+ * kb_err_prefix prepends "prefix: " and keeps the code (KB_ERUNTIME where
+ * none was set), the old message cut to the message's 1023 bytes; kb_env_fail writes
+ * "NAME='value': expected ...", control bytes as \xNN, a long value cut
+ * with "...", and returns KB_EINPUT; KB_CALLOC zeroes; the dtype names
+ * round-trip and nothing else parses. */
+static void test_errors_and_names(void) {
+    kb_err e = {0};
+    CHECK_EQ_INT(kb_fail(&e, KB_EINPUT, "bad %d", 7), KB_EINPUT);
+    CHECK_EQ_INT(e.code, KB_EINPUT);
+    CHECK_STREQ(e.msg, "bad 7");
+    CHECK_EQ_INT(kb_err_prefix(&e, "ctx %s", "x"), KB_EINPUT);
+    CHECK_STREQ(e.msg, "ctx x: bad 7");
+    CHECK_EQ_INT(e.code, KB_EINPUT);
+    kb_err none = {0};
+    snprintf(none.msg, sizeof none.msg, "m");
+    CHECK_EQ_INT(kb_err_prefix(&none, "p"), KB_ERUNTIME); /* no code set */
+    CHECK_STREQ(none.msg, "p: m");
+    /* a long message: "prefix: " and as much of it as fits in 1023 bytes */
+    char old[1100];
+    memset(old, 'b', 1020);
+    old[1020] = 0;
+    kb_fail(&e, KB_ERUNTIME, "%s", old);
+    kb_err_prefix(&e, "ctx");
+    CHECK_EQ_INT((int)strlen(e.msg), 1023);
+    CHECK(!memcmp(e.msg, "ctx: bbb", 8) && strspn(e.msg + 5, "b") == 1018);
+    /* a long prefix: still "...: m" within the message's bytes */
+    char pre[700];
+    memset(pre, 'a', 600);
+    pre[600] = 0;
+    kb_fail(&e, KB_ERUNTIME, "m");
+    kb_err_prefix(&e, "%s", pre);
+    size_t n = strlen(e.msg);
+    CHECK(n <= 1023 && n > 3 && !strcmp(e.msg + n - 3, ": m") && strspn(e.msg, "a") == n - 3);
+    CHECK_EQ_INT(kb_err_prefix(NULL, "x"), KB_ERUNTIME);
+
+    CHECK_EQ_INT(kb_env_fail(&e, "KVBENCH_X", "a\tb\x7f", "y or z"), KB_EINPUT);
+    CHECK_STREQ(e.msg, "KVBENCH_X='a\\x09b\\x7f': expected y or z");
+    CHECK_EQ_INT(e.code, KB_EINPUT);
+    char longv[400];
+    memset(longv, 'v', sizeof longv - 1);
+    longv[sizeof longv - 1] = 0;
+    kb_env_fail(&e, "N", longv, "E");
+    const char *q = strchr(e.msg, '\'');
+    CHECK(q && strstr(e.msg, "...': expected E") && strspn(q + 1, "v") < strlen(longv) && strspn(q + 1, "v") >= 200);
+    kb_env_fail(&e, "N", NULL, "E");
+    CHECK_STREQ(e.msg, "N='': expected E");
+
+    /* KB_CALLOC gives zeros, also where the allocator hands back a block just
+     * freed with other bytes in it (malloc would keep them) */
+    for (int i = 0; i < 8; i++) {
+        unsigned char *d = KB_MALLOC(4096);
+        memset(d, 0xAA, 4096);
+        free(d);
+        unsigned char *z = KB_CALLOC(64, 64);
+        int nz = 0;
+        for (int k = 0; k < 4096; k++) nz += z[k] != 0;
+        CHECK_EQ_INT(nz, 0);
+        free(z);
+    }
+
+    const kb_dtype ts[] = {KB_F32, KB_F16, KB_BF16};
+    const char *names[] = {"f32", "f16", "bf16"};
+    for (int i = 0; i < 3; i++) {
+        kb_dtype t = KB_F32;
+        CHECK_STREQ(kb_dtype_name(ts[i]), names[i]);
+        CHECK_EQ_INT(kb_dtype_parse(names[i], &t), 0);
+        CHECK_EQ_INT((int)t, (int)ts[i]);
+        CHECK_EQ_INT((int)kb_dtype_size(ts[i]), i ? 2 : 4);
+    }
+    const char *bad[] = {"", "f8", "F16", "bf", "bf1", "bf16 ", "f160", "f3", "f322"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        kb_dtype t = KB_F16;
+        CHECK_MSG(kb_dtype_parse(bad[i], &t) == KB_EINPUT && t == KB_F16, "'%s' parsed", bad[i]);
+    }
+}
+
 int main(void) {
     /* every half value decodes to its mathematical value */
     int bad = 0;
@@ -120,6 +197,10 @@ int main(void) {
         uint32_t qb = 0xff800001u; /* -NaN, payload in the lowest bit only */
         memcpy(&qn, &qb, 4);
         CHECK(isnan(kb_bf16_to_f32(kb_f32_to_bf16(qn))) && (kb_f32_to_bf16(qn) & 0x8000));
+        /* the infinities stay infinities (the random patterns above almost
+         * never draw one): sign, all-ones exponent, no mantissa */
+        CHECK_EQ_INT(kb_f32_to_bf16(INFINITY), 0x7f80);
+        CHECK_EQ_INT(kb_f32_to_bf16(-INFINITY), 0xff80);
     }
 
     /* kvstream append / gather / truncate */
@@ -213,5 +294,6 @@ int main(void) {
             kb_afree(p);
         }
     }
+    test_errors_and_names();
     return check_summary("test_base");
 }
