@@ -398,7 +398,8 @@ def test_info_rows_needs_dump_tensor(kvbench_bin, tiny):
     # GGUF.md: rows A..B-1, default 0:1; output_norm.weight is one row (a norm vector)
     p = run(kvbench_bin, "info", tiny, "--dump-tensor", "output_norm.weight")
     assert p.returncode == 0 and p.stdout.count(b"\n") == 1 and p.stdout.startswith(b"row 0 "), p.stdout[:80]
-    for rows in ("1:1", "2:1", "-1:1", "0:-1", "0:", ":1", "0:1x"):
+    # a sign is refused, "-0" too (strtoull reads it as 0)
+    for rows in ("1:1", "2:1", "-1:1", "0:-1", "0:", ":1", "0:1x", "-0:1", "0:-0"):
         refused(run(kvbench_bin, "info", tiny, "--dump-tensor", "output_norm.weight", "--rows", rows),
                 f"--rows expects A:B with 0 <= A < B, got '{rows}'")
     refused(run(kvbench_bin, "info", tiny, "--dump-tensor", "output_norm.weight", "--rows", "1:2"),
