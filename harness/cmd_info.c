@@ -5,6 +5,7 @@
  * NAME [--rows A:B] prints the dequantised values of rows A..B-1 (rows of
  * ne[0] elements), one "row R v0 v1 ..." line each with %.9g, so tests can
  * compare our dequantisation with an independent reader. */
+#include <ctype.h>
 #include <getopt.h>
 #include <sys/stat.h>
 #include <inttypes.h>
@@ -31,14 +32,17 @@ static void usage(FILE *f) {
             "exit status: 0 ok, 2 bad usage or malformed file (the reason on stderr)\n");
 }
 
-/* "A:B" -> [a, b) with 0 <= a < b; 0 ok. */
+/* "A:B" -> [a, b) with 0 <= a < b; 0 ok. strtoull takes a sign and skips leading
+ * space: both refused here, as the other number options refuse a leading space. */
 static int parse_rows(const char *s, uint64_t *a, uint64_t *b) {
     char *end;
+    if (s[0] == '-' || isspace((unsigned char)s[0])) return 2;
     unsigned long long x = strtoull(s, &end, 10);
-    if (end == s || *end != ':' || s[0] == '-') return 2;
+    if (end == s || *end != ':') return 2;
     const char *t = end + 1;
+    if (t[0] == '-' || isspace((unsigned char)t[0])) return 2;
     unsigned long long y = strtoull(t, &end, 10);
-    if (end == t || *end || t[0] == '-' || y <= x) return 2;
+    if (end == t || *end || y <= x) return 2;
     *a = x;
     *b = y;
     return 0;

@@ -398,8 +398,9 @@ def test_info_rows_needs_dump_tensor(kvbench_bin, tiny):
     # GGUF.md: rows A..B-1, default 0:1; output_norm.weight is one row (a norm vector)
     p = run(kvbench_bin, "info", tiny, "--dump-tensor", "output_norm.weight")
     assert p.returncode == 0 and p.stdout.count(b"\n") == 1 and p.stdout.startswith(b"row 0 "), p.stdout[:80]
-    # a sign is refused, "-0" too (strtoull reads it as 0)
-    for rows in ("1:1", "2:1", "-1:1", "0:-1", "0:", ":1", "0:1x", "-0:1", "0:-0"):
+    # a minus sign is refused, "-0" too (strtoull reads it as 0), and a space before
+    # either number (strtoull skips it; the other number options refuse it)
+    for rows in ("1:1", "2:1", "-1:1", "0:-1", "0:", ":1", "0:1x", "-0:1", "0:-0", " 0:1", "0: 1", "\t0:1"):
         refused(run(kvbench_bin, "info", tiny, "--dump-tensor", "output_norm.weight", "--rows", rows),
                 f"--rows expects A:B with 0 <= A < B, got '{rows}'")
     refused(run(kvbench_bin, "info", tiny, "--dump-tensor", "output_norm.weight", "--rows", "1:2"),
