@@ -22,7 +22,9 @@ typedef struct kb_err {
 /* Formats msg into e (if non-NULL) and returns code. */
 int kb_fail(kb_err *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Prepends "prefix: " to an existing message (adds context while unwinding). */
+/* Prepends "prefix: " to an existing message (adds context while unwinding). The
+ * prefix keeps at most 511 bytes and the whole message 1,023, cut without a mark;
+ * returns e's code, or KB_ERUNTIME when it has none (or e is NULL). */
 int kb_err_prefix(kb_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void kb_err_clear(kb_err *e);
 
