@@ -58,6 +58,7 @@ int trace_set_prefill(kb_trace *t, const kb_prefill_view *pv, int W, kb_err *err
     free(t->k);
     free(t->v);
     free(t->qwin);
+    t->qwin = NULL; /* a failure below leaves no freed pointer for trace_free */
     t->L = L;
     t->W = W;
     t->k = KB_MALLOC(((size_t)L * Hkv * D + 1) * sizeof(float));

@@ -269,12 +269,99 @@ static void test_trace(void) {
     kvstream_free(&kv[1]);
 }
 
+
+/* trace_set_prefill's window and checks (docs/METHODS.md §9): W is cut to
+ * the queries the view holds and to L, the window is the view's last W rows;
+ * the cache type is the streams'; slots must hold positions 0..L-1. A trace
+ * read back and written again keeps one git_commit, this build's. */
+static void test_trace_prefill(void) {
+    int Hq = 2, Hkv = 1, D = 4, L = 5, Wq = 8;
+    kb_kvstream kv[1];
+    float k[4], v[4];
+    kvstream_init(&kv[0], KB_F16, D, L);
+    for (int j = 0; j < L; j++) {
+        for (int d = 0; d < D; d++) k[d] = v[d] = (float)(j * 10 + d);
+        kvstream_append_f32(&kv[0], k, v, j);
+    }
+    float qwin[8 * 2 * 4];
+    int32_t qp[8];
+    for (int i = 0; i < Wq * Hq * D; i++) qwin[i] = (float)i;
+    for (int i = 0; i < Wq; i++) qp[i] = i;
+    kb_prefill_view pv = {Hq, Hkv, D, kv, Wq, qwin, qp};
+    kb_trace t, r;
+    kb_err e = {0};
+    /* W 30 > Wq 8 > L 5: W = 5, the view's rows 3..7 */
+    trace_init(&t, Hq, Hkv, D, 2, L + 2, 0);
+    CHECK_EQ_INT(trace_set_prefill(&t, &pv, 30, &e), 0);
+    CHECK_EQ_INT(t.W, L);
+    CHECK_EQ_INT(t.kv_dtype, KB_F16);
+    for (int i = 0; i < L * Hq * D; i++) CHECK_EQ_INT((int)t.qwin[i], (Wq - L) * Hq * D + i);
+    char td[512];
+    snprintf(td, sizeof td, "%s/trace_w", dir);
+    CHECK_EQ_INT(trace_write(td, &t, &e), 0);
+    CHECK_EQ_INT(trace_read(td, &r, &e), 0);
+    CHECK(r.W == L && r.L == L && r.N == 0 && r.kv_dtype == KB_F16);
+    trace_free(&r);
+    /* Wq 3 < W 4 < L: W = 3, all the view holds */
+    pv.Wq = 3;
+    CHECK_EQ_INT(trace_set_prefill(&t, &pv, 4, &e), 0);
+    CHECK_EQ_INT(t.W, 3);
+    CHECK_EQ_INT((int)t.qwin[0], 0);
+    /* W 3 < L 5 < Wq 6: the last 3 of the 6 the view holds */
+    pv.Wq = 6;
+    CHECK_EQ_INT(trace_set_prefill(&t, &pv, 3, &e), 0);
+    CHECK_EQ_INT(t.W, 3);
+    CHECK_EQ_INT((int)t.qwin[0], 3 * Hq * D);
+    /* an f32 cache is named too (kv_dtype "f32", not left out) */
+    kb_kvstream k32[1];
+    kvstream_init(&k32[0], KB_F32, D, L);
+    for (int j = 0; j < L; j++) kvstream_append_f32(&k32[0], k, v, j);
+    kb_prefill_view p32 = {Hq, Hkv, D, k32, 3, qwin, qp};
+    CHECK_EQ_INT(trace_set_prefill(&t, &p32, 3, &e), 0);
+    CHECK_EQ_INT(trace_write(td, &t, &e), 0);
+    CHECK_EQ_INT(trace_read(td, &r, &e), 0);
+    CHECK_EQ_INT(r.kv_dtype, KB_F32);
+    /* written again from what was read (its origin holds the git_commit it
+     * was read with): one git_commit in meta.json, this build's */
+    {
+        kb_trace r2;
+        char td2[600];
+        snprintf(td2, sizeof td2, "%s/trace_w2", dir);
+        CHECK_EQ_INT(trace_read(td, &r2, &e), 0);
+        CHECK(r2.origin != NULL);
+        CHECK_EQ_INT(trace_write(td2, &r2, &e), 0);
+        char mp[700];
+        snprintf(mp, sizeof mp, "%s/meta.json", td2);
+        FILE *f = fopen(mp, "r");
+        char buf[4096] = {0};
+        size_t nb = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        if (f) fclose(f);
+        const char *g = strstr(buf, "\"git_commit\"");
+        CHECK_MSG(nb > 0 && g && !strstr(g + 1, "\"git_commit\""), "%s", buf);
+        trace_free(&r2);
+    }
+    trace_free(&r);
+    /* a view whose slots are not positions 0..L-1 (a later turn's, an
+     * evicted cache's) cannot be a trace */
+    kv[0].pos[2] = 7;
+    CHECK_EQ_INT(trace_set_prefill(&t, &pv, 3, &e), KB_EINPUT);
+    CHECK_MSG(strstr(e.msg, "prefill slot 2 of KV head 0 holds position 7"), "%s", e.msg);
+    /* a view of another shape */
+    kb_prefill_view other = {Hq, Hkv, 8, kv, 3, qwin, qp};
+    CHECK_EQ_INT(trace_set_prefill(&t, &other, 3, &e), KB_EINPUT);
+    CHECK_MSG(strstr(e.msg, "prefill view shape 2/1/8 differs from the trace's 2/1/4"), "%s", e.msg);
+    trace_free(&t);
+    kvstream_free(&kv[0]);
+    kvstream_free(&k32[0]);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/kvbench_test_npy_%ld", (long)getpid());
     mkdir(dir, 0777);
     test_roundtrip();
     test_malformed();
     test_trace();
+    test_trace_prefill();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd)) fprintf(stderr, "cleanup of %s failed\n", dir);
