@@ -235,6 +235,39 @@ MALFORMED = [
      "meta.json: unknown key 'x'"),
     ("meta kv_dtype", lambda d: _write(os.path.join(d, "meta.json"), b'{"max_new": 6, "S": 306, "kv_dtype": "f8"}'),
      "meta.json: key 'kv_dtype': expected \"f32\", \"f16\" or \"bf16\", got \"f8\""),
+    # the bounds exactly (L = 300, N = 6): S = L + N - 1, S = L + 2 + max_new, max_new = N - 1
+    ("meta S = L + N - 1", lambda d: _write(os.path.join(d, "meta.json"), b'{"max_new": 6, "S": 305}'),
+     "meta.json: S = 305, expected L + N = 306 <= S <= L + 1 + max_new = 307"),
+    ("meta S = L + 2 + max_new", lambda d: _write(os.path.join(d, "meta.json"), b'{"max_new": 6, "S": 308}'),
+     "meta.json: S = 308, expected L + N = 306 <= S <= L + 1 + max_new = 307"),
+    ("meta max_new = N - 1", lambda d: _write(os.path.join(d, "meta.json"), b'{"max_new": 5, "S": 306}'),
+     "meta.json: max_new = 5, but q.npy holds N = 6 decode steps: expected max_new >= N"),
+    ("W = 0", lambda d: np.save(os.path.join(d, "qwin.npy"), np.zeros((0, 8, 32), np.float32)),
+     "qwin.npy: W = 0 window queries, expected 1 <= W <= L = 300"),
+    ("L = 0", lambda d: [np.save(os.path.join(d, f), np.zeros((0, 2, 32), np.float32)) for f in ("k.npy", "v.npy")],
+     "k.npy: need L >= 1, Hkv >= 1, D >= 1, got (0, 2, 32)"),
+    ("Hq = 0", lambda d: [np.save(os.path.join(d, f), np.zeros((n, 0, 32), np.float32))
+                          for f, n in (("qwin.npy", 64), ("q.npy", 6))],
+     "qwin.npy: Hq = 0 query heads is not a multiple of Hkv = 2 KV heads"),
+    # every dimension each file shares with an earlier one
+    ("shape v D", lambda d: np.save(os.path.join(d, "v.npy"), np.zeros((300, 2, 16), np.float32)),
+     "v.npy: shape (300, 2, 16) does not match k.npy: D is 32 there, 16 here"),
+    ("shape v Hkv", lambda d: np.save(os.path.join(d, "v.npy"), np.zeros((300, 4, 32), np.float32)),
+     "v.npy: shape (300, 4, 32) does not match k.npy: Hkv is 2 there, 4 here"),
+    ("shape qwin D", lambda d: np.save(os.path.join(d, "qwin.npy"), np.zeros((64, 8, 16), np.float32)),
+     "qwin.npy: shape (64, 8, 16) does not match k.npy: D is 32 there, 16 here"),
+    ("shape q Hq", lambda d: np.save(os.path.join(d, "q.npy"), np.zeros((6, 4, 32), np.float32)),
+     "q.npy: shape (6, 4, 32) does not match qwin.npy: Hq is 8 there, 4 here"),
+    ("shape q D", lambda d: np.save(os.path.join(d, "q.npy"), np.zeros((6, 8, 16), np.float32)),
+     "q.npy: shape (6, 8, 16) does not match k.npy: D is 32 there, 16 here"),
+    ("shape knew N", lambda d: np.save(os.path.join(d, "knew.npy"), np.zeros((5, 2, 32), np.float32)),
+     "knew.npy: shape (5, 2, 32) does not match q.npy: N is 6 there, 5 here"),
+    ("shape vnew N", lambda d: np.save(os.path.join(d, "vnew.npy"), np.zeros((7, 2, 32), np.float32)),
+     "vnew.npy: shape (7, 2, 32) does not match q.npy: N is 6 there, 7 here"),
+    ("shape vnew Hkv", lambda d: np.save(os.path.join(d, "vnew.npy"), np.zeros((6, 1, 32), np.float32)),
+     "vnew.npy: shape (6, 1, 32) does not match k.npy: Hkv is 2 there, 1 here"),
+    ("shape vnew D", lambda d: np.save(os.path.join(d, "vnew.npy"), np.zeros((6, 2, 8), np.float32)),
+     "vnew.npy: shape (6, 2, 8) does not match k.npy: D is 32 there, 8 here"),
     ("nan", lambda d: _set(d, "k.npy", (7, 1, 3), np.nan), "k.npy: element (7, 1, 3) is NaN, expected finite values"),
     ("inf", lambda d: _set(d, "q.npy", (5, 0, 31), -np.inf), "q.npy: element (5, 0, 31) is infinite"),
 ]
@@ -251,6 +284,29 @@ def test_malformed_trace(traces, tmp_path, case):
     assert msg in p.stderr, (name, p.stderr)
     assert p.stderr.startswith("kvbench replay: ")
     assert not out.exists() or not any(out.iterdir())
+
+
+@pytest.mark.parametrize("meta,shapes", [
+    (b'{"max_new": 6, "S": 306}', {}),  # S = L + N: a run that stopped at the context
+    (b'{"max_new": 6, "S": 307}', {}),  # S = L + 1 + max_new
+    (b'{"max_new": 9, "S": 310}', {}),  # N < max_new: the run stopped early
+    (b'{"max_new": 0, "S": 300}', {"q.npy": (0, 8, 32), "knew.npy": (0, 2, 32), "vnew.npy": (0, 2, 32)}),
+    (b'{"max_new": 6, "S": 306}', {"qwin.npy": (300, 8, 32)}),  # W = L
+])
+def test_trace_bounds_accepted(traces, tmp_path, meta, shapes):
+    """The other side of MALFORMED's bounds (docs/METHODS.md §9: N <= max_new,
+    L + N <= S <= L + 1 + max_new, 1 <= W <= L): traces at the bounds
+    replay, exit 0, with N steps of output."""
+    def mutate(d):
+        _write(os.path.join(d, "meta.json"), meta)
+        for f, shape in shapes.items():
+            np.save(os.path.join(d, f), np.full(shape, 0.25, np.float32))
+    d = str(tmp_path / "t")
+    bad_trace(traces["gqa"][0], d, mutate)
+    p = replay(d, str(tmp_path / "o"), {"method": "quest", "budget": 64})
+    assert p.returncode == 0, p.stderr
+    got = load(str(tmp_path / "o"))
+    assert got["out"].shape == (shapes.get("q.npy", (6,))[0], 8, 32)
 
 
 BAD_PARAMS = [
@@ -648,3 +704,4 @@ def test_replay_stats_name_the_trace_files_model_and_build(tiny_llama, tmp_path)
         p = replay(str(old), str(o), {"method": "quest", "budget": 32})
         assert p.returncode == 2 and msg in p.stderr and "meta.json" in p.stderr, (bad, p.stderr)
         assert not o.exists()
+
