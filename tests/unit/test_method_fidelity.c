@@ -105,7 +105,124 @@ static void check_method(const char *json, const scen *s, int expect_perfect) {
     free(ref);
 }
 
+
+/* fidelity_step on one hand-made history: Hq query heads over Hkv KV heads,
+ * D = 1, keys kk[g][j] and values vv[g][j] at positions 0..n-1, the query
+ * q[h] and output o[h], the attended positions given as acc rows (sel, -1
+ * padded, stride sk; per query head or per group). No method state: with
+ * sel_streams > 0, fidelity_step reads only acc. */
+static kb_fidelity hand_step(int Hq, int Hkv, int n, const float *kk, const float *vv, const float *q,
+                             const float *o, const int32_t *sel, int rows, int sk, int per_head) {
+    kb_kvstream full[4];
+    for (int g = 0; g < Hkv; g++) {
+        kvstream_init(&full[g], KB_F32, 1, n);
+        for (int j = 0; j < n; j++) kvstream_append_f32(&full[g], &kk[g * n + j], &vv[g * n + j], j);
+    }
+    kb_account acc;
+    memset(&acc, 0, sizeof acc);
+    acc.sel_streams = rows;
+    acc.sel_k = sk;
+    acc.selected = acc.selected_pos = sel;
+    acc.sel_per_query_head = per_head;
+    kb_fidelity f;
+    kb_err e = {0};
+    CHECK_EQ_INT(fidelity_step(NULL, NULL, &acc, q, o, full, Hq, Hkv, 1, &f, &e), 0);
+    for (int g = 0; g < Hkv; g++) kvstream_free(&full[g]);
+    return f;
+}
+
+/* Values worked by hand from methods.md §10 / docs/METHODS.md §8 (D = 1, so
+ * the score of slot j is q * k_j and the scale 1/sqrt(D) is 1). */
+static void test_hand_values(void) {
+    /* scores 1000 + (0, 0.5, 1, 1.5) (exact in f32): p_j = e^(j/2) / Z,
+     * Z = 1 + e^0.5 + e + e^1.5; without the softmax's shift exp(1000)
+     * overflows. v = (20, 0, 0, 0): o* = 20 / Z. Attended {3, 1}: the
+     * oracle's top-2 is {3, 2}: recall 1/2; mass (e^0.5 + e^1.5) / Z. */
+    double Z = 1 + exp(0.5) + exp(1.0) + exp(1.5);
+    float kk[4] = {1000, 1000.5f, 1001, 1001.5f}, vv[4] = {20, 0, 0, 0}, q[1] = {1};
+    float o[1] = {(float)(3 * 20 / Z)}; /* 3 o*: rel err exactly 2 up to the f32 rounding of o */
+    int32_t sel[3] = {3, 1, -1};
+    kb_fidelity f = hand_step(1, 1, 4, kk, vv, q, o, sel, 1, 3, 0);
+    CHECK_CLOSE(f.recall, 0.5, 0, 0);
+    CHECK_CLOSE(f.mass, (exp(0.5) + exp(1.5)) / Z, 1e-12, 0);
+    CHECK_CLOSE(f.rel_err, 2.0, 0, 1e-6); /* o rounded to f32: 6e-8 relative */
+    CHECK_CLOSE(f.attended, 2, 0, 0);
+    /* a position listed twice is one attended token (k = 2, not 3) */
+    int32_t dup[4] = {3, 3, 1, -1};
+    f = hand_step(1, 1, 4, kk, vv, q, o, dup, 1, 4, 0);
+    CHECK_CLOSE(f.recall, 0.5, 0, 0);
+    CHECK_CLOSE(f.attended, 2, 0, 0);
+    CHECK_CLOSE(f.mass, (exp(0.5) + exp(1.5)) / Z, 1e-12, 0);
+    /* k = 1, the top token attended: recall 1 */
+    int32_t one[2] = {3, -1};
+    f = hand_step(1, 1, 4, kk, vv, q, o, one, 1, 2, 0);
+    CHECK_CLOSE(f.recall, 1, 0, 0);
+    CHECK_CLOSE(f.mass, exp(1.5) / Z, 1e-12, 0);
+    /* the output's error is relative to ||o*|| whatever its size: o* = 1/2
+     * (v0 = Z / 2), o = 3/4: 1/2 (not |o - o*| = 1/4) */
+    float v2[4] = {(float)(Z / 2), 0, 0, 0}, o3[1] = {0.75f};
+    f = hand_step(1, 1, 4, kk, v2, q, o3, one, 1, 2, 0);
+    CHECK_CLOSE(f.rel_err, 0.5, 0, 1e-6);
+    /* ties to the lower slot (METHODS.md §2): scores (0, 5, 5, 0), the top-1
+     * is slot 1: attending slot 2 misses it, slot 1 hits it */
+    float kt[4] = {0, 5, 5, 0}, vt[4] = {1, 1, 1, 1}, ot[1] = {1};
+    int32_t s2[1] = {2}, s1[1] = {1};
+    f = hand_step(1, 1, 4, kt, vt, q, ot, s2, 1, 1, 0);
+    CHECK_CLOSE(f.recall, 0, 0, 0);
+    f = hand_step(1, 1, 4, kt, vt, q, ot, s1, 1, 1, 0);
+    CHECK_CLOSE(f.recall, 1, 0, 0);
+    CHECK_CLOSE(f.rel_err, 0, 1e-12, 0); /* o* = 1 */
+    /* a head that attended nothing: k = 0, no top-0 to miss (recall 1),
+     * mass 0; o* = 0 (all values 0): the error is ||o|| itself */
+    float vz[4] = {0, 0, 0, 0}, oz[1] = {0.25f};
+    int32_t none[2] = {-1, -1};
+    f = hand_step(1, 1, 4, kk, vz, q, oz, none, 1, 2, 0);
+    CHECK_CLOSE(f.recall, 1, 0, 0);
+    CHECK_CLOSE(f.mass, 0, 0, 0);
+    CHECK_CLOSE(f.attended, 0, 0, 0);
+    CHECK_CLOSE(f.rel_err, 0.25, 0, 0);
+    /* position 0 attended counts (the -1 padding ends a row, not 0) */
+    int32_t z0[2] = {0, -1};
+    f = hand_step(1, 1, 4, kk, vv, q, o, z0, 1, 2, 0);
+    CHECK_CLOSE(f.attended, 1, 0, 0);
+    CHECK_CLOSE(f.mass, 1 / Z, 1e-12, 0);
+    /* GQA, Hq = 4 over Hkv = 2 (heads 0, 1 read KV head 0; 2, 3 KV head 1),
+     * rows per query head: the mean over the 4 heads. KV head 0 = the
+     * history above, KV head 1 = the tie history. Head h attends row h:
+     * h0 {3, 1} recall 1/2, h1 {3} 1, h2 {2} 0, h3 {1} 1: mean 5/8. */
+    float k2[8] = {1000, 1000.5f, 1001, 1001.5f, 0, 5, 5, 0}, v22[8] = {20, 0, 0, 0, 1, 1, 1, 1};
+    float q4[4] = {1, 1, 1, 1}, o4[4] = {(float)(20 / Z), (float)(20 / Z), 1, 1};
+    int32_t rows4[8] = {3, 1, 3, -1, 2, -1, 1, -1};
+    f = hand_step(4, 2, 4, k2, v22, q4, o4, rows4, 4, 2, 1);
+    CHECK_CLOSE(f.recall, 5.0 / 8, 0, 0);
+    CHECK_CLOSE(f.attended, 5.0 / 4, 0, 0);
+    double e5 = exp(5.0), Zt = 2 + 2 * e5;
+    CHECK_CLOSE(f.mass, ((exp(0.5) + exp(1.5)) / Z + exp(1.5) / Z + 2 * e5 / Zt) / 4, 1e-12, 0);
+    /* the same rows read as per-group rows (sel_per_query_head 0): row g for
+     * both heads of group g: h0, h1 {3, 1} 1/2 each, h2, h3 {3} -> slot 3 of
+     * the tie history, score 0, not the top-1 (slot 1): 0. Mean 1/4 */
+    f = hand_step(4, 2, 4, k2, v22, q4, o4, rows4, 2, 2, 0);
+    CHECK_CLOSE(f.recall, 0.25, 0, 0);
+    /* a position outside the history is refused */
+    {
+        kb_kvstream full[1];
+        kvstream_init(&full[0], KB_F32, 1, 4);
+        for (int j = 0; j < 4; j++) kvstream_append_f32(&full[0], &kk[j], &vv[j], j);
+        int32_t bad[2] = {1, 7};
+        kb_account acc;
+        memset(&acc, 0, sizeof acc);
+        acc.sel_streams = 1;
+        acc.sel_k = 2;
+        acc.selected = acc.selected_pos = bad;
+        kb_err e = {0};
+        CHECK_EQ_INT(fidelity_step(NULL, NULL, &acc, q, o, full, 1, 1, 1, &f, &e), KB_EINPUT);
+        CHECK(strstr(e.msg, "position 7") != NULL);
+        kvstream_free(&full[0]);
+    }
+}
+
 int main(void) {
+    test_hand_values();
     scen s;
     scen_make(&s, 8, 2, 32, 400, 3, K_NEEDLE, 5);
     check_method("{\"method\":\"full\"}", &s, 1);
@@ -136,5 +253,37 @@ int main(void) {
     float z[2] = {0, -INFINITY};
     CHECK_CLOSE(fidelity_kl(z, a, 2), log(2.0), 1e-7, 0);
     CHECK_CLOSE(fidelity_kl(z, z, 2), 0, 0, 0);
+    /* KL(P || Q) is in that direction whatever the logits' offset: the
+     * softmax shift must not overflow at logits of 1000 (P = (3/4, 1/4),
+     * U = (1/2, 1/2)) */
+    float p34[2] = {logf(3), 0}, big[2] = {1000, 1000};
+    double kl_pu = 0.75 * log(1.5) + 0.25 * log(0.5), kl_up = 0.5 * log(0.5 / 0.75) + 0.5 * log(2.0);
+    CHECK_CLOSE(fidelity_kl(p34, a, 2), kl_pu, 1e-7, 0);
+    CHECK_CLOSE(fidelity_kl(p34, big, 2), kl_pu, 1e-7, 0);
+    CHECK_CLOSE(fidelity_kl(big, p34, 2), kl_up, 1e-7, 0);
+    CHECK_CLOSE(fidelity_kl(big, a, 2), 0, 1e-12, 0);
+    /* never below 0 (rounding of equal distributions): 1000 random pairs x,
+     * x + c (the same softmax, KL 0 but for rounding) */
+    uint64_t r = 42;
+    int neg = 0;
+    for (int t = 0; t < 1000; t++) {
+        float xa[64], xb[64];
+        for (int i = 0; i < 64; i++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            xa[i] = (float)((double)(r >> 11) * 0x1.0p-53 * 10 - 5);
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+        }
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        float c = (float)((double)(r >> 11) * 0x1.0p-53 * 4);
+        for (int i = 0; i < 64; i++) xb[i] = xa[i] + c;
+        neg += fidelity_kl(xa, xb, 64) < 0;
+    }
+    CHECK_EQ_INT(neg, 0);
+    /* two rows that are all NaN have no argmax: no agreement */
+    CHECK_EQ_INT(fidelity_top1_agree(f, f, 2), 0);
+    /* ties: the first index, in both (c = (1, 3, 3) and itself reversed
+     * in position: (3, 3, 1) has argmax 0) */
+    float c2[3] = {3, 3, 1};
+    CHECK_EQ_INT(fidelity_top1_agree(c2, c, 3), 0);
     return check_summary("method_fidelity");
 }
