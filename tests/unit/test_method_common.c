@@ -1,0 +1,140 @@
+/* test_method_common.c - the shared method plumbing of methods/common.h
+ * that the method tests reach only on some paths:
+ * - stream_append_from / stream_append_idx between streams of different
+ *   element types (the converting path): every slot keeps its position, and
+ *   its values as the destination type rounds them (checked against
+ *   kb_elem_set/get of each value);
+ * - mc_check_view's refusals of a view a layer cannot start from (streams of
+ *   unequal length, fewer window queries than the method needs);
+ * - mc_select_attend's split of the wall time between selection and
+ *   attention (common.h: by the tasks' busy times), with sleeping tasks run
+ *   serially (a non-CPU kernel table), and its upkeep share, which is part of
+ *   the selection time and so never above it. Tolerances there are wide (a
+ *   loaded machine oversleeps, by a few ms): the selection share of 1 ms
+ *   selects and 15 ms attends (1/16) must lie in (0.01, 0.6), where giving
+ *   the whole wall time is 1. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "check.h"
+#include "methods/common.h"
+
+static void test_convert(void) {
+    enum { D = 4, N = 6 };
+    kb_kvstream src, a, b;
+    kvstream_init(&src, KB_F32, D, N);
+    float k[D], v[D];
+    for (int j = 0; j < N; j++) {
+        for (int d = 0; d < D; d++) {
+            k[d] = 1.0f + (float)j / 3 + (float)d * 1e-3f;
+            v[d] = -k[d];
+        }
+        kvstream_append_f32(&src, k, v, 100 + 7 * j); /* positions 100, 107, ...: not slots */
+    }
+    kvstream_init(&a, KB_F16, D, 0);
+    kvstream_init(&b, KB_BF16, D, 0);
+    stream_append_from(&a, &src, 2, 3);
+    int32_t idx[3] = {0, 4, 5};
+    stream_append_idx(&b, &src, idx, 3);
+    CHECK_EQ_INT(a.n, 3);
+    CHECK_EQ_INT(b.n, 3);
+    float kr[D], vr[D], ks[D], vs[D];
+    for (int t = 0; t < 3; t++) {
+        CHECK_EQ_INT(a.pos[t], 100 + 7 * (2 + t));
+        CHECK_EQ_INT(b.pos[t], 100 + 7 * idx[t]);
+        kvstream_get_f32(&a, t, kr, vr);
+        kvstream_get_f32(&src, 2 + t, ks, vs);
+        for (int d = 0; d < D; d++) {
+            uint16_t cell;
+            kb_elem_set(&cell, KB_F16, 0, ks[d]);
+            CHECK(kr[d] == kb_elem_get(&cell, KB_F16, 0));
+            kb_elem_set(&cell, KB_F16, 0, vs[d]);
+            CHECK(vr[d] == kb_elem_get(&cell, KB_F16, 0));
+        }
+        kvstream_get_f32(&b, t, kr, vr);
+        kvstream_get_f32(&src, idx[t], ks, vs);
+        for (int d = 0; d < D; d++) {
+            uint16_t cell;
+            kb_elem_set(&cell, KB_BF16, 0, ks[d]);
+            CHECK(kr[d] == kb_elem_get(&cell, KB_BF16, 0));
+        }
+    }
+    kvstream_free(&src);
+    kvstream_free(&a);
+    kvstream_free(&b);
+}
+
+static void test_check_view(void) {
+    enum { HQ = 4, HKV = 2, D = 8, L = 50 };
+    kb_method_params p;
+    memset(&p, 0, sizeof p);
+    kb_method_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.Hq = HQ;
+    ctx.Hkv = HKV;
+    ctx.D = D;
+    kb_mcommon c;
+    mc_init(&c, "m", &p, &ctx);
+    kb_kvstream kv[HKV];
+    float k[D] = {0}, q[32 * HQ * D] = {0};
+    int32_t qp[32];
+    for (int g = 0; g < HKV; g++) {
+        kvstream_init(&kv[g], KB_F16, D, L);
+        for (int j = 0; j < L; j++) kvstream_append_f32(&kv[g], k, k, j);
+    }
+    for (int i = 0; i < 32; i++) qp[i] = L - 32 + i;
+    kb_prefill_view v = {HQ, HKV, D, kv, 32, q, qp};
+    kb_err e = {0};
+    CHECK_EQ_INT(mc_check_view(&c, &v, 32, &e), 0);
+    v.Wq = 31; /* one window query short */
+    CHECK_EQ_INT(mc_check_view(&c, &v, 32, &e), KB_EINPUT);
+    CHECK_MSG(strstr(e.msg, "m: key 'window': the method needs the last 32 prefill queries, the prefill view holds 31"),
+              "%s", e.msg);
+    v.Wq = 32;
+    kv[1].n = L - 1; /* KV heads of different lengths */
+    CHECK_EQ_INT(mc_check_view(&c, &v, 32, &e), KB_EINPUT);
+    CHECK_MSG(strstr(e.msg, "m: prefill view streams differ in length or D"), "%s", e.msg);
+    kv[1].n = L;
+    for (int g = 0; g < HKV; g++) kvstream_free(&kv[g]);
+    mc_free(&c);
+}
+
+static void nap(double s) {
+    struct timespec ts = {0, (long)(s * 1e9)};
+    nanosleep(&ts, NULL);
+}
+static double upkeep_each;
+static double sel_task(void *ctx, int i, int worker) {
+    (void)ctx, (void)i, (void)worker;
+    nap(1e-3);
+    return upkeep_each;
+}
+static void att_task(void *ctx, int i, int worker) {
+    (void)ctx, (void)i, (void)worker;
+    nap(15e-3);
+}
+
+static void test_select_attend(void) {
+    static const kb_kernels serial; /* not the CPU table: the tasks run in order on this thread */
+    double up = -1;
+    upkeep_each = 0.5e-3;
+    double t0 = kb_now();
+    double sel = mc_select_attend(&serial, 2, sel_task, att_task, NULL, &up);
+    double wall = kb_now() - t0;
+    CHECK_MSG(sel > 0.01 * wall && sel < 0.6 * wall, "selection %g s of %g s", sel, wall);
+    CHECK_MSG(up > 0 && up < sel, "upkeep %g s, selection %g s", up, sel);
+    upkeep_each = 1.0; /* more than the task's whole time (clock noise): capped at the selection time */
+    sel = mc_select_attend(&serial, 2, sel_task, att_task, NULL, &up);
+    CHECK_MSG(up <= sel && up > 0, "upkeep %g s, selection %g s", up, sel);
+    CHECK_CLOSE(mc_select_attend(&serial, 0, sel_task, att_task, NULL, &up), 0, 0, 0);
+    CHECK_CLOSE(up, 0, 0, 0);
+}
+
+int main(void) {
+    test_convert();
+    test_check_view();
+    test_select_attend();
+    return check_summary("method_common");
+}
