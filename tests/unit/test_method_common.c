@@ -12,7 +12,8 @@
  *   the selection time and so never above it. Tolerances there are wide (a
  *   loaded machine oversleeps, by a few ms): the selection share of 1 ms
  *   selects and 15 ms attends (1/16) must lie in (0.01, 0.6), where giving
- *   the whole wall time is 1. */
+ *   the whole wall time is 1;
+ * - the method registry's names, order and lookups. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,9 +133,27 @@ static void test_select_attend(void) {
     CHECK_CLOSE(up, 0, 0, 0);
 }
 
+/* methods/registry.c: the nine methods of docs/METHODS.md §4's table, in its
+ * order; a name is found only whole ("snapkvpp" is not "snapkv"). */
+static void test_registry(void) {
+    static const char *const names[] = {"full", "exact_topk", "snapkv", "snapkvpp", "quest",
+                                        "sparq", "hybrid", "rocketkv", "rocketkv_mt"};
+    CHECK_EQ_INT(method_count(), 9);
+    for (int i = 0; i < 9; i++) {
+        CHECK(method_at(i) != NULL && !strcmp(method_at(i)->name, names[i]));
+        CHECK(method_find(names[i]) == method_at(i));
+    }
+    CHECK(method_at(9) == NULL && method_at(-1) == NULL);
+    CHECK(method_find("snapkv") != method_find("snapkvpp"));
+    CHECK(method_find("fullx") == NULL && method_find("ful") == NULL && method_find("") == NULL &&
+          method_find(NULL) == NULL && method_find("rocketkv_mt2") == NULL);
+    CHECK_STREQ(method_names(), "full, exact_topk, snapkv, snapkvpp, quest, sparq, hybrid, rocketkv, rocketkv_mt");
+}
+
 int main(void) {
     test_convert();
     test_check_view();
     test_select_attend();
+    test_registry();
     return check_summary("method_common");
 }
