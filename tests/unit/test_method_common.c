@@ -13,6 +13,7 @@
  *   loaded machine oversleeps, by a few ms): the selection share of 1 ms
  *   selects and 15 ms attends (1/16) must lie in (0.01, 0.6), where giving
  *   the whole wall time is 1;
+ * - the selection rows, their distinct count and the account's fields;
  * - the method registry's names, order and lookups. */
 #include <math.h>
 #include <stdio.h>
@@ -133,6 +134,49 @@ static void test_select_attend(void) {
     CHECK_CLOSE(up, 0, 0, 0);
 }
 
+/* mc_sel_begin / mc_sel_set / mc_sel_distinct / mc_acc_finish: rows padded
+ * with -1, positions looked up in the stream, distinct slots counted by hand
+ * (and the same count again: nothing left marked), the account's selection
+ * fields, and its budget only when there is one. */
+static void test_selection(void) {
+    kb_method_params p;
+    memset(&p, 0, sizeof p);
+    kb_method_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.Hq = 4;
+    ctx.Hkv = 2;
+    ctx.D = 4;
+    kb_mcommon c;
+    mc_init(&c, "m", &p, &ctx);
+    kb_kvstream s;
+    kvstream_init(&s, KB_F32, 4, 10);
+    float k[4] = {0};
+    for (int j = 0; j < 10; j++) kvstream_append_f32(&s, k, k, 50 + 2 * j);
+    mc_sel_begin(&c, 3, 4, 8);
+    int32_t r0[3] = {1, 4, 7}, r1[4] = {0, 4, 7, 9}, r2[2] = {2, 3};
+    mc_sel_set(&c, 0, r0, 3, &s);
+    mc_sel_set(&c, 1, r1, 4, &s);
+    mc_sel_set(&c, 2, r2, 2, &s);
+    CHECK_EQ_INT(mc_sel_distinct(&c, 0, 2, 10), 5); /* {0, 1, 4, 7, 9} */
+    CHECK_EQ_INT(mc_sel_distinct(&c, 0, 2, 10), 5);
+    CHECK_EQ_INT(mc_sel_distinct(&c, 1, 2, 10), 6); /* {0, 2, 3, 4, 7, 9} */
+    CHECK_EQ_INT(mc_sel_distinct(&c, 2, 1, 10), 2);
+    CHECK_EQ_INT(mc_sel_distinct(&c, 0, 1, 10), 3);
+    mc_acc_finish(&c, 1);
+    CHECK_EQ_INT(c.acc.sel_streams, 3);
+    CHECK(c.acc.sel_k >= 4 && c.acc.sel_per_query_head == 1);
+    CHECK(c.acc.budget == NULL); /* no budget resolved */
+    const int32_t *sp = c.acc.selected_pos, *sl = c.acc.selected;
+    int k1 = c.acc.sel_k;
+    CHECK(sl[0] == 1 && sl[2] == 7 && sl[3] == -1 && sp[0] == 52 && sp[1] == 58 && sp[2] == 64 && sp[3] == -1);
+    CHECK(sl[k1 + 3] == 9 && sp[k1 + 3] == 68 && sp[2 * k1] == 54 && sp[2 * k1 + 2] == -1);
+    c.bud.B = 64;
+    mc_acc_finish(&c, 0);
+    CHECK(c.acc.budget == &c.bud && c.acc.sel_per_query_head == 0);
+    kvstream_free(&s);
+    mc_free(&c);
+}
+
 /* methods/registry.c: the nine methods of docs/METHODS.md §4's table, in its
  * order; a name is found only whole ("snapkvpp" is not "snapkv"). */
 static void test_registry(void) {
@@ -155,5 +199,6 @@ int main(void) {
     test_check_view();
     test_select_attend();
     test_registry();
+    test_selection();
     return check_summary("method_common");
 }
