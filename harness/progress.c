@@ -13,11 +13,16 @@ void progress_init(kb_progress *p, long total) {
     p->tty = isatty(2);
 }
 
+/* Rounded to the second before the unit is chosen: 59.7 s is 1m00s, not "60s". */
 static void fmt_time(char *b, size_t cap, double s) {
-    if (s < 0 || s > 1e7) snprintf(b, cap, "?");
-    else if (s < 60) snprintf(b, cap, "%.0fs", s);
-    else if (s < 3600) snprintf(b, cap, "%dm%02ds", (int)s / 60, (int)s % 60);
-    else snprintf(b, cap, "%dh%02dm", (int)s / 3600, (int)s / 60 % 60);
+    if (s < 0 || s > 1e7) {
+        snprintf(b, cap, "?");
+        return;
+    }
+    long r = (long)(s + 0.5);
+    if (r < 60) snprintf(b, cap, "%lds", r);
+    else if (r < 3600) snprintf(b, cap, "%ldm%02lds", r / 60, r % 60);
+    else snprintf(b, cap, "%ldh%02ldm", r / 3600, r / 60 % 60);
 }
 
 void progress_update(kb_progress *p, long done, const char *what) {

@@ -71,6 +71,11 @@ static void test_times(void) {
     check_line(4, 1, 10, "a", "progress: 1/4 (25%), 10s elapsed, ETA 30s: a\n");
     /* 59.4 s rounds to 59s; 60 s is a minute (1m00s) */
     check_line(2, 2, 59.4, "b", "progress: 2/2 (100%), 59s elapsed, ETA 0s: b\n");
+    /* rounded before the unit is chosen: 59.7 s is 1m00s (it printed "60s" until the
+     * review of 2026-12-06), 3599.6 s is 1h00m, 119.5 s is 2m00s */
+    check_line(2, 2, 59.7, "b", "progress: 2/2 (100%), 1m00s elapsed, ETA 0s: b\n");
+    check_line(2, 2, 3599.6, "b", "progress: 2/2 (100%), 1h00m elapsed, ETA 0s: b\n");
+    check_line(2, 2, 119.5, "b", "progress: 2/2 (100%), 2m00s elapsed, ETA 0s: b\n");
     check_line(2, 1, 30, "c", "progress: 1/2 (50%), 30s elapsed, ETA 30s: c\n");
     check_line(3, 1, 60, "d", "progress: 1/3 (33%), 1m00s elapsed, ETA 2m00s: d\n");
     /* 3599 s = 59 min 59 s; 3600 s = 1 h 00 min */
@@ -78,7 +83,7 @@ static void test_times(void) {
     check_line(4, 2, 3600, "f", "progress: 2/4 (50%), 1h00m elapsed, ETA 1h00m: f\n");
     /* 7507 s = 2 h 5 min 7 s: hours and minutes, the seconds dropped */
     check_line(2, 1, 7507, "g", "progress: 1/2 (50%), 2h05m elapsed, ETA 2h05m: g\n");
-    /* 99 of 100 after 99 s: 1 s left; 199 of 200: percent floors to 99 */
+    /* 199 of 200 after 199 s: 1 s left, and the percent floors to 99 */
     check_line(200, 199, 199, "", "progress: 199/200 (99%), 3m19s elapsed, ETA 1s: \n");
     /* nothing done yet: no ETA ("?"); the description may be NULL */
     check_line(5, 0, 7, NULL, "progress: 0/5 (0%), 7s elapsed, ETA ?: \n");
