@@ -653,6 +653,7 @@ static void test_multiturn(void) {
 static void test_rollback_branch(void) {
     static const char *const cfgs[] = {
         "{\"method\":\"exact_topk\",\"budget\":64}",
+        "{\"method\":\"snapkv\",\"budget\":96}",
         "{\"method\":\"snapkvpp\",\"budget\":96}",
         "{\"method\":\"quest\",\"budget\":64}",
         "{\"method\":\"sparq\",\"budget\":64,\"reallocate_mean_v\":true}",

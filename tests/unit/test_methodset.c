@@ -345,14 +345,19 @@ static void test_layers_and_account(void) {
     CHECK(x[1].approx_tokeq > 0 && x[1].read_bytes != x[0].read_bytes);
     kb_cell_account a;
     methodset_account(ms, &a);
+    /* the cell's accounts: the layers' sums (or means) worked again here, the same double
+     * sums in the same order, so equal to the bit today; 1e-9 relative only lets the code
+     * reorder them */
     CHECK_CLOSE(a.resident_tokens, tok, 1e-9, 1e-12);
     CHECK_CLOSE(a.read_tokeq, rt, 1e-9, 1e-12);
     CHECK_CLOSE(a.approx_tokeq, ap, 1e-9, 1e-12);
     CHECK_CLOSE(a.attended, att, 1e-9, 1e-12);
     CHECK_CLOSE(a.read_bytes, rb, 1e-9, 1e-12);
     CHECK_CLOSE(a.resident_bytes, byt, 1e-9, 1e-12);
+    /* the seconds are the layers' sum. Not checked above 0: a step's selection takes
+     * microseconds here, which a coarse clock (4 ms) reads as 0, and then this check has no
+     * teeth; on a clock finer than a step (this machine's) a dropped term fails it */
     CHECK_CLOSE(a.select_seconds, x[0].select_seconds + x[1].select_seconds + x[2].select_seconds, 1e-12, 1e-12);
-    CHECK(x[1].select_seconds > 0 && x[2].select_seconds > 0);
     /* a rollback to the mark drops the decoded tokens in every layer */
     methodset_rollback(ms, mark);
     for (int l = 0; l < NL; l++) {
