@@ -50,26 +50,26 @@ int trace_set_prefill(kb_trace *t, const kb_prefill_view *pv, int W, kb_err *err
     if (pv->Hq != t->Hq || pv->Hkv != t->Hkv || pv->D != t->D)
         return kb_fail(err, KB_EINPUT, "trace: prefill view shape %d/%d/%d differs from the trace's %d/%d/%d",
                        pv->Hq, pv->Hkv, pv->D, t->Hq, t->Hkv, t->D);
-    int L = pv->kv[0].n;
+    int L = pv->kv[0].n, Hkv = t->Hkv, D = t->D;
+    /* checked before anything changes: a refused view leaves the trace as it was */
+    for (int g = 0; g < Hkv; g++)
+        for (int j = 0; j < L; j++)
+            if (pv->kv[g].pos[j] != j)
+                return kb_fail(err, KB_EINPUT, "trace: prefill slot %d of KV head %d holds position %d; a trace "
+                               "needs positions 0..L-1", j, g, pv->kv[g].pos[j]);
     t->kv_dtype = (int)pv->kv[0].dtype;
     if (W > pv->Wq) W = pv->Wq;
     if (W > L) W = L;
-    int Hkv = t->Hkv, D = t->D;
     free(t->k);
     free(t->v);
     free(t->qwin);
-    t->qwin = NULL; /* a failure below leaves no freed pointer for trace_free */
     t->L = L;
     t->W = W;
     t->k = KB_MALLOC(((size_t)L * Hkv * D + 1) * sizeof(float));
     t->v = KB_MALLOC(((size_t)L * Hkv * D + 1) * sizeof(float));
     for (int g = 0; g < Hkv; g++)
-        for (int j = 0; j < L; j++) {
-            if (pv->kv[g].pos[j] != j)
-                return kb_fail(err, KB_EINPUT, "trace: prefill slot %d of KV head %d holds position %d; a trace "
-                               "needs positions 0..L-1", j, g, pv->kv[g].pos[j]);
+        for (int j = 0; j < L; j++)
             kvstream_get_f32(&pv->kv[g], j, t->k + ((size_t)j * Hkv + g) * D, t->v + ((size_t)j * Hkv + g) * D);
-        }
     size_t row = (size_t)t->Hq * D;
     t->qwin = KB_MALLOC(((size_t)W * row + 1) * sizeof(float));
     memcpy(t->qwin, pv->qwin + (size_t)(pv->Wq - W) * row, (size_t)W * row * sizeof(float));

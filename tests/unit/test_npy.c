@@ -346,6 +346,11 @@ static void test_trace_prefill(void) {
     kv[0].pos[2] = 7;
     CHECK_EQ_INT(trace_set_prefill(&t, &pv, 3, &e), KB_EINPUT);
     CHECK_MSG(strstr(e.msg, "prefill slot 2 of KV head 0 holds position 7"), "%s", e.msg);
+    /* and leaves the trace as the f32 view made it (W 3 from its rows 0..2, f32), still
+     * writable: until the review of 2026-12-06 it took the refused view's dtype and had
+     * freed its window queries */
+    CHECK(t.W == 3 && t.L == L && t.kv_dtype == KB_F32 && t.qwin && (int)t.qwin[0] == 0);
+    CHECK_EQ_INT(trace_write(td, &t, &e), 0);
     /* a view of another shape */
     kb_prefill_view other = {Hq, Hkv, 8, kv, 3, qwin, qp};
     CHECK_EQ_INT(trace_set_prefill(&t, &other, 3, &e), KB_EINPUT);
