@@ -14,6 +14,7 @@ import statistics
 import subprocess
 
 import pytest
+from preload import preload_env
 from sigs import signals_at
 
 SMOL = {"layers": 30, "hkv": 3, "d": 64}  # synthetic:smollm2-135m
@@ -907,15 +908,7 @@ def test_a_cell_killed_by_a_signal(kvbench_bin, tiny_llama, tmp_path):
     """A cell process that dies of a signal is reported as such (exit 1, the
     signal's number), not as a cell that exited with a status; nothing is
     written. The cell kills itself (SIGKILL) from a preloaded constructor."""
-    import shutil
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler for the shim")
-    (tmp_path / "die.c").write_text(DIE_SHIM)
-    shim = tmp_path / "die.so"
-    subprocess.run([cc, "-shared", "-fPIC", "-o", str(shim), str(tmp_path / "die.c")], check=True)
-    env = dict(LD_PRELOAD=str(shim))
-    env["ASAN_OPTIONS"] = ":".join(filter(None, [os.environ.get("ASAN_OPTIONS"), "verify_asan_link_order=0"]))
+    env = preload_env(tmp_path, "die", DIE_SHIM)
     out = tmp_path / "lat"
     p = bench(kvbench_bin, "-m", tiny_llama(), "--contexts", 64, "--methods", "full", "--decode-tokens", 2,
               "--reps", 1, "--out", out, env=env)
@@ -943,15 +936,7 @@ def test_cell_result_is_its_last_object_line(kvbench_bin, tiny_llama, tmp_path):
     lines that start with '{', the last is the result. The lines are printed
     by a preloaded constructor; the sanitizer runtime is told not to insist
     on coming first in the library list."""
-    import shutil
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler for the shim")
-    (tmp_path / "noise.c").write_text(NOISE_SHIM)
-    shim = tmp_path / "noise.so"
-    subprocess.run([cc, "-shared", "-fPIC", "-o", str(shim), str(tmp_path / "noise.c")], check=True)
-    env = dict(os.environ, LD_PRELOAD=str(shim))
-    env["ASAN_OPTIONS"] = ":".join(filter(None, [os.environ.get("ASAN_OPTIONS"), "verify_asan_link_order=0"]))
+    env = preload_env(tmp_path, "noise", NOISE_SHIM)
     out = tmp_path / "lat"
     p = subprocess.run([kvbench_bin, "bench", "methods", "-m", tiny_llama(), "--contexts", "64", "--methods",
                         "full", "--decode-tokens", "2", "--reps", "1", "--out", str(out)],

@@ -18,6 +18,7 @@ import xml.etree.ElementTree as ET
 import zlib
 
 import pytest
+from preload import preload_env
 from sigs import signals_at
 
 TIMING = {"prefill_ms", "decode_ms_per_token", "attn_ms_per_token"}
@@ -496,19 +497,9 @@ def test_no_lock_file_system_warns_and_runs(kvbench_bin, tiny, tmp_path):
     lock must not make such a directory unusable. flock is made to fail by a
     preloaded shim; the sanitizer runtime is told not to insist on coming
     first in the library list."""
-    import shutil
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler for the flock shim")
-    (tmp_path / "nolock.c").write_text(NOLOCK_SHIM)
-    shim = tmp_path / "nolock.so"
-    subprocess.run([cc, "-shared", "-fPIC", "-o", str(shim), str(tmp_path / "nolock.c")],
-                   check=True)
+    env = preload_env(tmp_path, "nolock", NOLOCK_SHIM)
     cfg = write_config(tmp_path / "c.json", methods=["full"])
     want = reference_rows(kvbench_bin, cfg, tmp_path / "ref", tiny)
-    env = dict(os.environ, LD_PRELOAD=str(shim))
-    env["ASAN_OPTIONS"] = ":".join(filter(None, [os.environ.get("ASAN_OPTIONS"),
-                                                 "verify_asan_link_order=0"]))
     out = tmp_path / "nolock"
     r = subprocess.run([kvbench_bin, "sweep", cfg, "--out", str(out), "-m", tiny],
                        capture_output=True, text=True, timeout=300, env=env)

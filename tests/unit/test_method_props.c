@@ -191,6 +191,45 @@ static void top_abs_dims(const scen *s, int r, int *pairs, int *dims) {
 }
 
 /* Accounting of methods.md §1 on one step. */
+/* The rows a step reads per KV head when every query head of a group picks its own set:
+ * the union of the group's heads' sets, each set by the brute force of methods_brute.c
+ * (pick: one head's query -> its slots), averaged over the KV heads. */
+typedef int (*head_pick)(const br_hist *h, int g, const float *q, const int *list, int n, int *sel,
+                         const int *arg);
+static int pick_hybrid(const br_hist *h, int g, const float *q, const int *list, int n, int *sel,
+                       const int *arg) {
+    return br_hybrid(h, g, q, 1, list, n, arg[0], arg[1], arg[2], 0, sel, NULL, NULL);
+}
+static int pick_exact(const br_hist *h, int g, const float *q, const int *list, int n, int *sel,
+                      const int *arg) {
+    return br_exact_topk(h, g, q, 1, 0, list, n, arg[0], sel, NULL);
+}
+static double brute_group_union(const scen *s, head_pick pick, const int *arg) {
+    int D = s->D, G = s->Hq / s->Hkv, n1 = s->L + 1;
+    br_hist h;
+    br_hist_init(&h, s->Hq, s->Hkv, D);
+    for (int t = 0; t < s->L; t++)
+        br_hist_push(&h, s->k + (size_t)t * s->Hkv * D, s->v + (size_t)t * s->Hkv * D, s->dt);
+    br_hist_push(&h, s->kn, s->vn, s->dt);
+    int *list = malloc((size_t)n1 * sizeof(int)), *sel = malloc((size_t)n1 * sizeof(int));
+    char *in = malloc((size_t)n1);
+    for (int t = 0; t < n1; t++) list[t] = t;
+    double uni = 0;
+    for (int g = 0; g < s->Hkv; g++) {
+        memset(in, 0, (size_t)n1);
+        for (int hh = g * G; hh < (g + 1) * G; hh++) {
+            int c = pick(&h, g, s->q + (size_t)hh * D, list, n1, sel, arg);
+            for (int t = 0; t < c; t++) in[sel[t]] = 1;
+        }
+        for (int t = 0; t < n1; t++) uni += in[t];
+    }
+    free(list);
+    free(sel);
+    free(in);
+    br_hist_free(&h);
+    return uni / s->Hkv;
+}
+
 static void test_accounting(void) {
     scen s;
     scen_make(&s, 8, 2, 64, 2000, 3, K_RANDOM, 21);
@@ -289,28 +328,8 @@ static void test_accounting(void) {
          * as the budget gives them, checked above); +-1 in the mean over the 2
          * KV heads for a near tie at a head's boundary (f32 against double
          * scores; equal here): a wrong group's rows differ by 2.5 */
-        br_hist h;
-        br_hist_init(&h, s.Hq, s.Hkv, D);
-        for (int t = 0; t < s.L; t++)
-            br_hist_push(&h, s.k + (size_t)t * s.Hkv * D, s.v + (size_t)t * s.Hkv * D, s.dt);
-        br_hist_push(&h, s.kn, s.vn, s.dt);
-        int n1 = s.L + 1, G = s.Hq / s.Hkv, *list = malloc((size_t)n1 * sizeof(int)), *sel = malloc((size_t)n1 * sizeof(int));
-        char *in = malloc((size_t)n1);
-        for (int t = 0; t < n1; t++) list[t] = t;
-        double uni = 0;
-        for (int g = 0; g < s.Hkv; g++) {
-            memset(in, 0, (size_t)n1);
-            for (int hh = g * G; hh < (g + 1) * G; hh++) {
-                int c = br_hybrid(&h, g, s.q + (size_t)hh * D, 1, list, n1, ph, rh, 128, 0, sel, NULL, NULL);
-                for (int t = 0; t < c; t++) in[sel[t]] = 1;
-            }
-            for (int t = 0; t < n1; t++) uni += in[t];
-        }
-        CHECK_CLOSE(a.read_tokeq - a.approx_tokeq, uni / s.Hkv, 1, 0);
-        free(list);
-        free(sel);
-        free(in);
-        br_hist_free(&h);
+        const int arg[3] = {ph, rh, 128};
+        CHECK_CLOSE(a.read_tokeq - a.approx_tokeq, brute_group_union(&s, pick_hybrid, arg), 1, 0);
     }
     r.ops->destroy(r.st);
     /* sparq per head (p = 1): the approximation reads K's own dim-major rows,
@@ -375,29 +394,10 @@ static void test_accounting(void) {
          * (methods_brute.c), the group's 4 heads merged, the mean over the 2
          * KV heads; +-2 rows for a near tie at a head's boundary, where f32
          * and double scores may order two slots differently */
-        br_hist h;
-        br_hist_init(&h, s.Hq, s.Hkv, D);
-        for (int t = 0; t < s.L; t++)
-            br_hist_push(&h, s.k + (size_t)t * s.Hkv * D, s.v + (size_t)t * s.Hkv * D, s.dt);
-        br_hist_push(&h, s.kn, s.vn, s.dt);
-        int n1 = s.L + 1, *list = malloc((size_t)n1 * sizeof(int)), *sel = malloc((size_t)n1 * sizeof(int));
-        char *in = malloc((size_t)n1);
-        for (int t = 0; t < n1; t++) list[t] = t;
-        double uni = 0;
-        for (int g = 0; g < s.Hkv; g++) {
-            memset(in, 0, (size_t)n1);
-            for (int hh = g * 4; hh < g * 4 + 4; hh++) {
-                int c = br_exact_topk(&h, g, s.q + (size_t)hh * D, 1, 0, list, n1, 256, sel, NULL);
-                for (int t = 0; t < c; t++) in[sel[t]] = 1;
-            }
-            for (int t = 0; t < n1; t++) uni += in[t];
-        }
-        CHECK_CLOSE(a.read_tokeq, uni / s.Hkv, 2, 0);
-        CHECK_CLOSE(a.read_bytes, uni * row, 4 * row, 0);
-        free(list);
-        free(sel);
-        free(in);
-        br_hist_free(&h);
+        const int arg[1] = {256};
+        double uni = brute_group_union(&s, pick_exact, arg);
+        CHECK_CLOSE(a.read_tokeq, uni, 2, 0);
+        CHECK_CLOSE(a.read_bytes, uni * s.Hkv * row, 4 * row, 0);
     }
     r.ops->destroy(r.st);
     /* group_sum: one set of 256 per KV group, which each of its 4 query heads
