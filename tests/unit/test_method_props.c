@@ -41,6 +41,13 @@ static void step(run *r, const scen *s, int i, float *out) {
     r->ops->decode(r->st, s->q + (size_t)i * s->Hq * s->D, s->kn + (size_t)i * s->Hkv * s->D,
                    s->vn + (size_t)i * s->Hkv * s->D, s->L + i, out);
 }
+/* start, the first decode step, and the account after it: 0, or start's error */
+static int start_step_account(run *r, const char *json, const scen *s, float *out, kb_account *a) {
+    if (start(r, json, s)) return 1;
+    step(r, s, 0, out);
+    r->ops->account(r->st, a);
+    return 0;
+}
 
 static double max_diff(const float *a, const float *b, int n) {
     double m = 0;
@@ -190,7 +197,6 @@ static void top_abs_dims(const scen *s, int r, int *pairs, int *dims) {
     }
 }
 
-/* Accounting of methods.md §1 on one step. */
 /* The rows a step reads per KV head when every query head of a group picks its own set:
  * the union of the group's heads' sets, each set by the brute force of methods_brute.c
  * (pick: one head's query -> its slots), averaged over the KV heads. */
@@ -230,6 +236,7 @@ static double brute_group_union(const scen *s, head_pick pick, const int *arg) {
     return uni / s->Hkv;
 }
 
+/* Accounting of methods.md §1 on one step. */
 static void test_accounting(void) {
     scen s;
     scen_make(&s, 8, 2, 64, 2000, 3, K_RANDOM, 21);
@@ -265,9 +272,7 @@ static void test_accounting(void) {
     CHECK(a.mode == KB_BUDGET_TOPK);
     r.ops->destroy(r.st);
     /* quest: P = 16 (ceil(4000/256) = 16), 8 pages; reads pages' min/max + attended */
-    CHECK(!start(&r, "{\"method\":\"quest\",\"budget\":256}", &s));
-    step(&r, &s, 0, o);
-    r.ops->account(r.st, &a);
+    CHECK(!start_step_account(&r, "{\"method\":\"quest\",\"budget\":256}", &s, o, &a));
     CHECK(a.budget->P == 16 && a.budget->n_pages == 8);
     int nq = 2001, npq = (nq + 15) / 16;
     CHECK(a.read_tokeq >= npq + 128 - 1e-9 && a.read_tokeq <= npq + 4 * 128);
@@ -284,9 +289,7 @@ static void test_accounting(void) {
     r.ops->destroy(r.st);
     /* quest group_sum: one page set per KV group, so the group reads its 113
      * chosen slots once (not once per head) plus the 126 pages' min/max */
-    CHECK(!start(&r, "{\"method\":\"quest\",\"budget\":256,\"gqa\":\"group_sum\"}", &s));
-    step(&r, &s, 0, o);
-    r.ops->account(r.st, &a);
+    CHECK(!start_step_account(&r, "{\"method\":\"quest\",\"budget\":256,\"gqa\":\"group_sum\"}", &s, o, &a));
     CHECK_CLOSE(a.attended, 8 * 16 - 15, 0, 0);
     CHECK_CLOSE(a.read_tokeq, 8 * 16 - 15 + npq, 0, 0);
     /* bytes: per KV head its 113 slots' K and V rows, and every page's min and
@@ -294,18 +297,14 @@ static void test_accounting(void) {
     CHECK_CLOSE(a.read_bytes, 2 * ((8 * 16 - 15) * row + npq * 2.0 * D * 2), 1e-6, 0);
     r.ops->destroy(r.st);
     /* sparq recipe: r = int(64 * 256 / 2100) = 7 dims of every key */
-    CHECK(!start(&r, "{\"method\":\"sparq\",\"budget\":256}", &s));
-    step(&r, &s, 0, o);
-    r.ops->account(r.st, &a);
+    CHECK(!start_step_account(&r, "{\"method\":\"sparq\",\"budget\":256}", &s, o, &a));
     CHECK_EQ_INT(a.budget->r, 7);
     CHECK_CLOSE(a.approx_tokeq, 2001.0 * 7 / (2.0 * D), 1e-9, 0);
     CHECK_CLOSE(a.read_tokeq, 128 + 2001.0 * 7 / (2.0 * D), 1e-9, 0);
     r.ops->destroy(r.st);
     /* a given r replaces the recipe's r in traffic mode too (docs/METHODS.md,
      * budget_sparq), and the reads count it: 2001 keys x 20 dims */
-    CHECK(!start(&r, "{\"method\":\"sparq\",\"budget\":256,\"r\":20}", &s));
-    step(&r, &s, 0, o);
-    r.ops->account(r.st, &a);
+    CHECK(!start_step_account(&r, "{\"method\":\"sparq\",\"budget\":256,\"r\":20}", &s, o, &a));
     CHECK_EQ_INT(a.budget->r, 20);
     CHECK_CLOSE(a.approx_tokeq, 2001.0 * 20 / (2.0 * D), 1e-9, 0);
     r.ops->destroy(r.st);
@@ -314,9 +313,7 @@ static void test_accounting(void) {
      * that share a dim with opposite signs read both rows: the reads are the
      * distinct (dim, sign) pairs of the group's heads (before, distinct dims).
      * Each head's dims: top r of |q| (ties to the lower dim), worked out here */
-    CHECK(!start(&r, "{\"method\":\"hybrid\",\"budget\":256,\"gqa\":\"per_head\"}", &s));
-    step(&r, &s, 0, o);
-    r.ops->account(r.st, &a);
+    CHECK(!start_step_account(&r, "{\"method\":\"hybrid\",\"budget\":256,\"gqa\":\"per_head\"}", &s, o, &a));
     {
         int ph = a.budget->p, rh = a.budget->r, nph = (2001 + ph - 1) / ph, pairs, dims;
         CHECK(ph > 1 && rh < D);
@@ -338,9 +335,7 @@ static void test_accounting(void) {
      * where two heads take a dim with opposite signs. r = int(64 * 256 / 2100)
      * = 7; each head's dims: top r of |q| (ties to the lower dim), worked out
      * here. Exact: integer counts over 2D, tolerance only for the division. */
-    CHECK(!start(&r, "{\"method\":\"sparq\",\"budget\":256,\"gqa\":\"per_head\"}", &s));
-    step(&r, &s, 0, o);
-    r.ops->account(r.st, &a);
+    CHECK(!start_step_account(&r, "{\"method\":\"sparq\",\"budget\":256,\"gqa\":\"per_head\"}", &s, o, &a));
     {
         int rs = a.budget->r, pairs, dims;
         CHECK(a.budget->p == 1 && rs == 7);
@@ -361,9 +356,7 @@ static void test_accounting(void) {
             keep[hh] = s.q[(size_t)hh * D];
             s.q[(size_t)hh * D] = hh == 0 ? 0.0f : 1.0f;
         }
-        CHECK(!start(&r, "{\"method\":\"hybrid\",\"budget\":256,\"gqa\":\"per_head\",\"r\":64}", &s));
-        step(&r, &s, 0, o);
-        r.ops->account(r.st, &a);
+        CHECK(!start_step_account(&r, "{\"method\":\"hybrid\",\"budget\":256,\"gqa\":\"per_head\",\"r\":64}", &s, o, &a));
         int ph = a.budget->p, nph = (2001 + ph - 1) / ph, pairs = 0;
         CHECK(ph > 1 && a.budget->r == D);
         for (int g = 0; g < s.Hkv; g++)
@@ -382,9 +375,7 @@ static void test_accounting(void) {
     /* exact_topk attends k = B = 256 tokens per query head of the 2001
      * (methods.md §7), scoring not charged; the reads are the union of the
      * group's heads' sets: between B and G * B */
-    CHECK(!start(&r, "{\"method\":\"exact_topk\",\"budget\":256}", &s));
-    step(&r, &s, 0, o);
-    r.ops->account(r.st, &a);
+    CHECK(!start_step_account(&r, "{\"method\":\"exact_topk\",\"budget\":256}", &s, o, &a));
     CHECK_CLOSE(a.attended, 256, 0, 0);
     CHECK_CLOSE(a.approx_tokeq, 0, 0, 0);
     CHECK(a.read_tokeq >= 256 && a.read_tokeq <= 4 * 256);
@@ -402,27 +393,21 @@ static void test_accounting(void) {
     r.ops->destroy(r.st);
     /* group_sum: one set of 256 per KV group, which each of its 4 query heads
      * attends; the group reads those 256 rows once */
-    CHECK(!start(&r, "{\"method\":\"exact_topk\",\"budget\":256,\"gqa\":\"group_sum\"}", &s));
-    step(&r, &s, 0, o);
-    r.ops->account(r.st, &a);
+    CHECK(!start_step_account(&r, "{\"method\":\"exact_topk\",\"budget\":256,\"gqa\":\"group_sum\"}", &s, o, &a));
     CHECK_CLOSE(a.attended, 256, 0, 0);
     CHECK_CLOSE(a.read_tokeq, 256, 0, 0);
     r.ops->destroy(r.st);
     /* snapkv per head keeps 256 prompt tokens per query head (+ the new one):
      * each head attends 257, and the G = 4 per-head copies are distinct rows
      * read, 4 * 257 per KV head (methods.md §3: G times the storage) */
-    CHECK(!start(&r, "{\"method\":\"snapkv\",\"budget\":256}", &s));
-    step(&r, &s, 0, o);
-    r.ops->account(r.st, &a);
+    CHECK(!start_step_account(&r, "{\"method\":\"snapkv\",\"budget\":256}", &s, o, &a));
     CHECK_CLOSE(a.attended, 257, 0, 0);
     CHECK_CLOSE(a.read_tokeq, 4 * 257, 0, 0);
     CHECK_CLOSE(a.resident_tokens, 4 * 257, 0, 0);
     r.ops->destroy(r.st);
     /* rocketkv_mt holds the full cache and the working set (methods.md §1:
      * "all + working set"): 2001 + (prompt_budget + 1) per KV head; it attends k */
-    CHECK(!start(&r, "{\"method\":\"rocketkv_mt\",\"budget\":256}", &s));
-    step(&r, &s, 0, o);
-    r.ops->account(r.st, &a);
+    CHECK(!start_step_account(&r, "{\"method\":\"rocketkv_mt\",\"budget\":256}", &s, o, &a));
     CHECK_CLOSE(a.resident_tokens, 2001 + pb + 1, 0, 0);
     CHECK_CLOSE(a.attended, k, 0, 0);
     CHECK(a.budget && a.budget->L == 2000 && a.budget->prompt_budget == pb);
@@ -431,16 +416,12 @@ static void test_accounting(void) {
     CHECK_CLOSE(a.resident_bytes, 2 * (2001.0 + pb + 1) * row + 2 * (2.0 * ((pb + 1 + p - 1) / p) * D * 2), 0, 0);
     r.ops->destroy(r.st);
     /* full reads everything; snapkvpp reads its kept tokens */
-    CHECK(!start(&r, "{\"method\":\"full\"}", &s));
-    step(&r, &s, 0, o);
-    r.ops->account(r.st, &a);
+    CHECK(!start_step_account(&r, "{\"method\":\"full\"}", &s, o, &a));
     CHECK_CLOSE(a.read_tokeq, 2001, 0, 0);
     CHECK_CLOSE(a.resident_bytes, 2 * 2001 * row, 0, 0);
     CHECK_EQ_INT(a.sel_streams, 0);
     r.ops->destroy(r.st);
-    CHECK(!start(&r, "{\"method\":\"snapkvpp\",\"budget\":256}", &s));
-    step(&r, &s, 0, o);
-    r.ops->account(r.st, &a);
+    CHECK(!start_step_account(&r, "{\"method\":\"snapkvpp\",\"budget\":256}", &s, o, &a));
     CHECK_CLOSE(a.read_tokeq, 257, 0, 0);
     CHECK_CLOSE(a.resident_tokens, 257, 0, 0);
     /* one set per KV group: each of the group's 4 query heads attends all 257 */
@@ -450,29 +431,21 @@ static void test_accounting(void) {
      * (docs/METHODS.md's accounting table): sparq's p = 1 summary is one
      * dim-major copy of K (2001 x 64 f16 per KV head), the mean-V option adds
      * D double sums per KV head */
-    CHECK(!start(&r, "{\"method\":\"sparq\",\"budget\":256}", &s));
-    step(&r, &s, 0, o);
-    r.ops->account(r.st, &a);
+    CHECK(!start_step_account(&r, "{\"method\":\"sparq\",\"budget\":256}", &s, o, &a));
     CHECK_CLOSE(a.resident_bytes, 2 * 2001 * row + 2 * (2001.0 * D * 2), 0, 0);
     r.ops->destroy(r.st);
-    CHECK(!start(&r, "{\"method\":\"sparq\",\"budget\":256,\"reallocate_mean_v\":true}", &s));
-    step(&r, &s, 0, o);
-    r.ops->account(r.st, &a);
+    CHECK(!start_step_account(&r, "{\"method\":\"sparq\",\"budget\":256,\"reallocate_mean_v\":true}", &s, o, &a));
     CHECK_CLOSE(a.resident_bytes, 2 * 2001 * row + 2 * (2001.0 * D * 2) + 2 * (D * 8.0), 0, 0);
     r.ops->destroy(r.st);
     /* hybrid alone: c2 = 2100/256, p = ceil(sqrt(8.20)) = 3, 667 pages of
      * 2001 slots, each page's min and max of 64 dims in f16 */
-    CHECK(!start(&r, "{\"method\":\"hybrid\",\"budget\":256}", &s));
-    step(&r, &s, 0, o);
-    r.ops->account(r.st, &a);
+    CHECK(!start_step_account(&r, "{\"method\":\"hybrid\",\"budget\":256}", &s, o, &a));
     CHECK(a.budget && a.budget->p == 3);
     CHECK_CLOSE(a.resident_bytes, 2 * 2001 * row + 2 * (2.0 * 667 * D * 2), 0, 0);
     r.ops->destroy(r.st);
     /* rocketkv's "r" replaces the split's r (docs/METHODS.md §3, budget_override): 5 dims,
      * and the approximation reads 5 of the D dims of each page's min or max */
-    CHECK(!start(&r, "{\"method\":\"rocketkv\",\"budget\":256,\"r\":5}", &s));
-    step(&r, &s, 0, o);
-    r.ops->account(r.st, &a);
+    CHECK(!start_step_account(&r, "{\"method\":\"rocketkv\",\"budget\":256,\"r\":5}", &s, o, &a));
     {
         int n1 = pb + 1, np1 = (n1 + p - 1) / p;
         CHECK(a.budget && a.budget->r == 5 && a.budget->p == p);
