@@ -106,6 +106,30 @@ static void decode_all(kb_methodset *ms, float *out) {
  * turn's tokens only, at their positions, and its last Wt = max(128, window)
  * queries with their positions. */
 extern const kb_method_ops kb_method_full;
+/* Brute force in double: query q attends slots 0..last of s (softmax of q.k/sqrt(D), times
+ * V); returns how many of out's D values differ from it by more than 1e-4 (f32 kernels
+ * against a double reference over a few hundred slots of values in [-1, 1)). */
+static int attend_mismatches(const kb_kvstream *s, const float *q, int last, const float *out) {
+    double *sc = malloc((size_t)(last + 1) * sizeof(double)), mx = -INFINITY, sum = 0, o[D] = {0};
+    float kr[D], vr[D];
+    for (int j = 0; j <= last; j++) {
+        kvstream_get_f32(s, j, kr, NULL);
+        double dot = 0;
+        for (int d = 0; d < D; d++) dot += (double)q[d] * kr[d];
+        sc[j] = dot / sqrt((double)D);
+        mx = fmax(mx, sc[j]);
+    }
+    for (int j = 0; j <= last; j++) sum += exp(sc[j] - mx);
+    for (int j = 0; j <= last; j++) {
+        kvstream_get_f32(s, j, NULL, vr);
+        for (int d = 0; d < D; d++) o[d] += exp(sc[j] - mx) / sum * vr[d];
+    }
+    free(sc);
+    int bad = 0;
+    for (int d = 0; d < D; d++) bad += !(fabs(out[d] - o[d]) <= 1e-4);
+    return bad;
+}
+
 static kb_method_ops rec_ops;
 enum { TN = 150 };
 static float *turn_q, *turn_k, *turn_v; /* [NL][TN][HQ or HKV][D] */
@@ -188,22 +212,7 @@ static void test_later_turn(int window) {
                     const kb_kvstream *s = &hist[l * HKV + h / (HQ / HKV)];
                     const float *q = turn_q + (((size_t)l * TN + at + i) * HQ + h) * D;
                     int last = L + at + i; /* attends slots 0..last */
-                    double *sc = malloc((size_t)(last + 1) * sizeof(double)), mx = -INFINITY, sum = 0, o[D] = {0};
-                    float kr[D], vr[D];
-                    for (int j = 0; j <= last; j++) {
-                        kvstream_get_f32(s, j, kr, NULL);
-                        double dot = 0;
-                        for (int d = 0; d < D; d++) dot += (double)q[d] * kr[d];
-                        sc[j] = dot / sqrt((double)D);
-                        mx = fmax(mx, sc[j]);
-                    }
-                    for (int j = 0; j <= last; j++) sum += exp(sc[j] - mx);
-                    for (int j = 0; j <= last; j++) {
-                        kvstream_get_f32(s, j, NULL, vr);
-                        for (int d = 0; d < D; d++) o[d] += exp(sc[j] - mx) / sum * vr[d];
-                    }
-                    for (int d = 0; d < D; d++) bad += !(fabs(out[((size_t)i * HQ + h) * D + d] - o[d]) <= 1e-4);
-                    free(sc);
+                    bad += attend_mismatches(s, q, last, out + ((size_t)i * HQ + h) * D);
                 }
         }
         at += n;
@@ -268,22 +277,7 @@ static void test_later_turn_method(const char *json) {
             int n0 = hist[h].n - TT;
             for (int i = 0; i < TT; i++) {
                 const float *q = tq + (((size_t)l * TT + i) * HQ + h) * D;
-                int last = n0 + i;
-                double sc[L + TT], mx = -INFINITY, sum = 0, o[D] = {0};
-                float kr[D], vr[D];
-                for (int j = 0; j <= last; j++) {
-                    kvstream_get_f32(&hist[h], j, kr, NULL);
-                    double dot = 0;
-                    for (int d = 0; d < D; d++) dot += (double)q[d] * kr[d];
-                    sc[j] = dot / sqrt((double)D);
-                    mx = fmax(mx, sc[j]);
-                }
-                for (int j = 0; j <= last; j++) sum += exp(sc[j] - mx);
-                for (int j = 0; j <= last; j++) {
-                    kvstream_get_f32(&hist[h], j, NULL, vr);
-                    for (int d = 0; d < D; d++) o[d] += exp(sc[j] - mx) / sum * vr[d];
-                }
-                for (int d = 0; d < D; d++) bad += !(fabs(out[((size_t)i * HQ + h) * D + d] - o[d]) <= 1e-4);
+                bad += attend_mismatches(&hist[h], q, n0 + i, out + ((size_t)i * HQ + h) * D);
             }
             kvstream_free(&hist[h]);
         }
