@@ -884,8 +884,9 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
     char snapdir[1100] = "";
     int rc = 0, snap_fd = -1;
     /* the model and the contexts are checked before the machine is measured
-     * (seconds): a synthetic model's preset here, without building its
-     * weights; a GGUF file by make_snapshots */
+     * (seconds): a synthetic model's preset and a GGUF file's context length
+     * here, without building the weights; a GGUF file's weights by
+     * make_snapshots (prefill) or the cells (random) */
     kb_hparams shp;
     int longest;
     /* two contexts that fit to one length would measure it twice: refused
@@ -898,14 +899,14 @@ static int bench_latency_in(const kb_lat_opts *o, const kb_cell *cells, int n_ce
         return KB_EINPUT;
     }
     rc = model_synthetic_hparams(o->model, &shp, err); /* -1: a GGUF file */
-    if (rc == 0) rc = fit_contexts(o, ctx, nctx, shp.n_ctx_train, &longest, err);
-    /* a GGUF file filled at random has no prefill to fit its contexts
-     * (make_snapshots): here, so that run.json, stdout and the messages name
-     * the context the cells measure, and one that cannot fit is refused
-     * before the machine is measured (until 2026-12-06 only its cells fitted
-     * it: run.json listed 512 for a row of 496, without the note) */
-    else if (rc < 0 && fill == KB_FILL_RANDOM && have_n) rc = fit_contexts(o, ctx, nctx, n_model, &longest, err);
     if (rc > 0) return rc;
+    /* every model's contexts are fitted here, whatever the fill, so that run.json,
+     * stdout and the messages name the context the cells measure, and one that cannot
+     * fit is refused before the machine is measured; make_snapshots and the cells fit
+     * again, which changes nothing by then (until 2026-12-06 a GGUF file filled at
+     * random was fitted by its cells alone: run.json listed 512 for a row of 496,
+     * without the note) */
+    if (have_n && (rc = fit_contexts(o, ctx, nctx, n_model, &longest, err))) return rc;
     rc = 0;
     if (fill == KB_FILL_PREFILL) {
         const char *tmp = getenv("TMPDIR"); /* set but empty is unset, as for mkstemp(3) users */
